@@ -1,0 +1,3 @@
+from benchgate.cli import main
+
+main()

@@ -1,0 +1,230 @@
+"""The benchmark worker that torchrun starts on every rank: `torchrun ... -m benchgate.bench`.
+
+Per rank: build the workload, run `warmup` steps, then time `steps` steps. On CUDA each step is
+bracketed by CUDA events and the device is synchronised once at the end, so timing adds no sync per step;
+on CPU the host clock is exact because kernels run synchronously. At the end every rank's samples are
+gathered and rank 0 writes one metrics file. A step's global time is the slowest rank's time for that
+step, because a synchronous data-parallel step finishes only when its last rank does.
+
+A rank that fails writes `<errors-dir>/rank<N>.json` so the launcher can name the rank and the cause.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from benchgate import stats
+from benchgate.config import RunConfig
+from benchgate.env import capture_environment
+from benchgate.errors import BenchgateError, RunFailedError
+from benchgate.files import write_json
+from benchgate.flops import lookup_peak, mfu
+from benchgate.training import Trainer, build_trainer, resolve_device, resolve_precision, resolve_threads
+from benchgate.workloads.base import load_workload
+
+PROGRESS_PREFIX = "benchgate:progress"
+SCHEMA_VERSION = 1
+
+
+class StepTimer:
+    """Per-step durations: CUDA events on GPU (read after one final sync), the host clock on CPU."""
+
+    def __init__(self, device: torch.device, steps: int) -> None:
+        self.cuda = device.type == "cuda"
+        if self.cuda:
+            self.starts = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+            self.ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
+        self.host: list[tuple[int, int]] = []
+
+    def start(self, i: int) -> None:
+        if self.cuda:
+            self.starts[i].record()
+        else:
+            self.host.append((time.perf_counter_ns(), 0))
+
+    def stop(self, i: int) -> None:
+        if self.cuda:
+            self.ends[i].record()
+        else:
+            self.host[i] = (self.host[i][0], time.perf_counter_ns())
+
+    def seconds(self) -> list[float]:
+        if self.cuda:
+            torch.cuda.synchronize()
+            return [s.elapsed_time(e) / 1e3 for s, e in zip(self.starts, self.ends, strict=True)]
+        return [(end - begin) / 1e9 for begin, end in self.host]
+
+
+def _gather(obj: Any, world_size: int) -> list[Any]:
+    if world_size == 1:
+        return [obj]
+    out: list[Any] = [None] * world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def _check_finite(losses: list[list[float]], first_step: int, phase: str) -> None:
+    for rank, values in enumerate(losses):
+        for i, value in enumerate(values):
+            if value != value or value in (float("inf"), float("-inf")):
+                raise RunFailedError(
+                    f"rank {rank}: loss is {value} at {phase} step {first_step + i}; "
+                    "the workload diverged or produced invalid values"
+                )
+
+
+def _run_steps(trainer: Trainer, n: int, timer: StepTimer | None, report: bool) -> list[float]:
+    losses = []
+    every = max(1, n // 20)
+    for i in range(n):
+        if timer:
+            timer.start(i)
+        losses.append(trainer.step())
+        if timer:
+            timer.stop(i)
+        if report and ((i + 1) % every == 0 or i + 1 == n):
+            print(f"{PROGRESS_PREFIX} {i + 1} {n}", flush=True)
+    return torch.stack(losses).float().cpu().tolist() if losses else []
+
+
+def run_worker(config: RunConfig, out: Path) -> dict[str, Any] | None:
+    """Run this rank's benchmark; rank 0 returns (and writes) the metrics, other ranks return None."""
+    rank = int(os.environ.get("RANK", "0"))
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    bench = config.bench
+    device = resolve_device(bench.device, local_rank)
+    precision = resolve_precision(bench.precision, device)
+    threads = resolve_threads(bench.threads_per_rank, device, world_size)
+    torch.set_num_threads(threads)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if world_size > 1:
+        dist.init_process_group(backend, timeout=timedelta(seconds=bench.timeout_s))
+
+    workload = load_workload(bench.workload, dict(bench.workload_args))
+    trainer = build_trainer(workload, device, precision, bench.seed, rank=rank, ddp=world_size > 1)
+    started = time.perf_counter()
+    warm_losses = _run_steps(trainer, bench.warmup, None, report=False)
+    _check_finite(_gather(warm_losses, world_size), 0, "warmup")
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    timer = StepTimer(device, bench.steps)
+    losses = _run_steps(trainer, bench.steps, timer, report=rank == 0)
+    per_rank_times = timer.seconds()
+    rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    gathered = _gather({"times": per_rank_times, "losses": losses, "rss": rss_bytes}, world_size)
+    _check_finite([g["losses"] for g in gathered], bench.warmup, "measured")
+    wall_s = time.perf_counter() - started
+    if world_size > 1:
+        dist.barrier()
+        dist.destroy_process_group()
+    if rank != 0:
+        return None
+
+    step_times = [max(g["times"][i] for g in gathered) for i in range(bench.steps)]
+    global_tokens = workload.tokens_per_step * world_size
+    tokens_per_s = [global_tokens / t for t in step_times]
+    mean_loss = [sum(g["losses"][i] for g in gathered) / world_size for i in range(bench.steps)]
+    tokens_summary = stats.summarize(tokens_per_s)
+    flops = workload.flops_per_token()
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    peak = lookup_peak(device_name, precision)
+    n_devices = world_size
+    memory: dict[str, Any] = {"max_rss_bytes_per_rank": [g["rss"] for g in gathered]}
+    if device.type == "cuda":
+        memory["cuda_max_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
+        memory["cuda_max_reserved_bytes"] = torch.cuda.max_memory_reserved(device)
+        memory["peak_bytes"] = memory["cuda_max_allocated_bytes"]
+        memory["peak_kind"] = "cuda_max_allocated (rank 0)"
+    else:
+        memory["peak_bytes"] = max(memory["max_rss_bytes_per_rank"])
+        memory["peak_kind"] = "max_rss (max over ranks)"
+
+    metrics: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "stage": "bench",
+        "machine_profile": capture_environment()["machine_profile"],
+        "workload": workload.name,
+        "world_size": world_size,
+        "device": device_name,
+        "backend": backend if world_size > 1 else None,
+        "precision": precision,
+        "threads_per_rank": threads,
+        "steps": bench.steps,
+        "warmup": bench.warmup,
+        "timing": "cuda_events" if device.type == "cuda" else "perf_counter",
+        "tokens_per_step_per_rank": workload.tokens_per_step,
+        "tokens_per_step_global": global_tokens,
+        "step_time_s": stats.summarize(step_times).to_dict(),
+        "tokens_per_s": tokens_summary.to_dict(),
+        "mfu": {
+            "flops_per_token": {"dense_6n": flops.dense_6n, "attention_aware": flops.attention_aware},
+            "peak": None if peak is None else vars(peak),
+            "dense_6n": mfu(tokens_summary.p50, flops.dense_6n, peak, n_devices),
+            "attention_aware": mfu(tokens_summary.p50, flops.attention_aware, peak, n_devices),
+            "note": None if peak else f"no bf16 dense peak known for {device_name!r} at {precision}",
+        },
+        "memory": memory,
+        "loss_slope": stats.linear_slope(mean_loss).to_dict() if bench.steps >= 3 else None,
+        "wall_s": wall_s,
+        "samples": {
+            "step_time_s": step_times,
+            "tokens_per_s": tokens_per_s,
+            "loss": mean_loss,
+            "step_time_s_per_rank": [g["times"] for g in gathered],
+        },
+    }
+    write_json(out, metrics)
+    return metrics
+
+
+def _write_rank_error(errors_dir: Path, exc: BaseException) -> None:
+    rank = int(os.environ.get("RANK", "0"))
+    exit_code = exc.exit_code if isinstance(exc, BenchgateError) else 3
+    write_json(
+        errors_dir / f"rank{rank}.json",
+        {
+            "rank": rank,
+            "type": type(exc).__name__,
+            "message": str(exc),
+            "exit_code": exit_code,
+            "time": time.time(),
+        },
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="benchgate.bench", description=__doc__)
+    parser.add_argument("--config", type=Path, required=True, help="RunConfig JSON written by the launcher")
+    parser.add_argument("--out", type=Path, required=True, help="metrics JSON to write (rank 0)")
+    parser.add_argument("--errors-dir", type=Path, required=True, help="where a failing rank explains why")
+    args = parser.parse_args(argv)
+    try:
+        config = RunConfig.model_validate(json.loads(args.config.read_text()))
+        run_worker(config, args.out)
+    except BaseException as exc:  # any failure, KeyboardInterrupt included, is reported for its rank
+        _write_rank_error(args.errors_dir, exc)
+        print(
+            f"benchgate.bench rank {os.environ.get('RANK', '0')}: {type(exc).__name__}: {exc}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return exc.exit_code if isinstance(exc, BenchgateError) else 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

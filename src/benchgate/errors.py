@@ -1,0 +1,43 @@
+"""One exception tree for benchgate; the CLI maps each branch to a documented exit code.
+
+    BenchgateError                      exit 3 unless a subclass says otherwise
+    ├── BadInputError                   exit 2: the user can fix it by changing what they passed
+    │   ├── ConfigError                 a config field or CLI flag has a bad value
+    │   ├── WorkloadError               the workload does not import, raises, or breaks the protocol
+    │   └── BaselineError               the baseline is corrupt, truncated, or of another machine profile
+    └── RunFailedError                  exit 3: the benchmark itself failed (a rank raised or hung, NaN loss)
+
+Exit code 1 is not an error: it is the gate's verdict FAIL (see `benchgate.compare`).
+Every message names the field, rank or file and the offending value, so a user never needs a traceback.
+"""
+
+from __future__ import annotations
+
+EXIT_PASS = 0
+EXIT_REGRESSION = 1
+EXIT_BAD_INPUT = 2
+EXIT_RUN_FAILED = 3
+
+
+class BenchgateError(Exception):
+    exit_code = EXIT_RUN_FAILED
+
+
+class BadInputError(BenchgateError):
+    exit_code = EXIT_BAD_INPUT
+
+
+class ConfigError(BadInputError):
+    """A configuration value is invalid; the message names the dotted field and the value."""
+
+
+class WorkloadError(BadInputError):
+    """The workload spec cannot be imported, its factory raised, or it lacks a protocol member."""
+
+
+class BaselineError(BadInputError):
+    """A baseline file is unreadable, or it belongs to another machine profile or workload."""
+
+
+class RunFailedError(BenchgateError):
+    """A stage of the benchmark failed at run time."""

@@ -1,0 +1,153 @@
+"""Launch `torchrun -m benchgate.bench` for one world size and turn its outcome into files or a clear error.
+
+torchrun's own output goes to a log file; rank 0's progress lines drive a callback. A run that outlives
+`bench.run_timeout_s` is killed with its whole process group. When torchrun fails, the ranks' error
+files name the root cause: the earliest error wins, and ranks that wrote none are reported as suspected
+hung, which is what a collective timeout on their peers means.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from benchgate.bench import PROGRESS_PREFIX
+from benchgate.config import RunConfig
+from benchgate.env import usable_cpu_cores
+from benchgate.errors import EXIT_BAD_INPUT, BadInputError, ConfigError, RunFailedError
+from benchgate.files import read_json, write_json
+from benchgate.training import resolve_device, resolve_threads
+
+ProgressCallback = Callable[[int, int], None]
+
+
+def default_world_sizes(device: str) -> list[int]:
+    if device != "cpu" and torch.cuda.is_available():
+        n = torch.cuda.device_count()
+        return [1, n] if n > 1 else [1]
+    return [1, 2]
+
+
+def check_world_size(world_size: int, device: str) -> None:
+    if device != "cpu" and torch.cuda.is_available():
+        available, what = torch.cuda.device_count(), "CUDA devices"
+    elif device == "cuda":
+        raise ConfigError("bench.device: got 'cuda' but torch sees no CUDA device")
+    else:
+        available, what = usable_cpu_cores(), "usable CPU cores"
+    if world_size > available:
+        raise ConfigError(
+            f"bench.world_sizes: got {world_size}, but this machine has only {available} {what}"
+        )
+
+
+def metrics_path(out_dir: Path, world_size: int) -> Path:
+    return out_dir / f"metrics-ws{world_size}.json"
+
+
+def run_bench(
+    config: RunConfig, world_size: int, out_dir: Path, on_progress: ProgressCallback | None = None
+) -> Path:
+    """Run the benchmark at `world_size` under torchrun; returns the metrics file rank 0 wrote."""
+    check_world_size(world_size, config.bench.device)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config_path = write_json(out_dir / "config.json", config.model_dump(mode="json"))
+    errors_dir = out_dir / "errors" / f"ws{world_size}"
+    for stale in errors_dir.glob("rank*.json"):
+        stale.unlink()
+    log_path = out_dir / "logs" / f"bench-ws{world_size}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    out = metrics_path(out_dir, world_size)
+    out.unlink(missing_ok=True)
+    threads = resolve_threads(config.bench.threads_per_rank, resolve_device(config.bench.device), world_size)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={world_size}",
+        "--max-restarts=0",
+        "-m",
+        "benchgate.bench",
+        "--config",
+        str(config_path),
+        "--out",
+        str(out),
+        "--errors-dir",
+        str(errors_dir),
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
+    with open(log_path, "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
+        )
+        timed_out = threading.Event()
+
+        def kill_on_timeout() -> None:
+            timed_out.set()
+            os.killpg(proc.pid, signal.SIGKILL)
+
+        watchdog = threading.Timer(config.bench.run_timeout_s, kill_on_timeout)
+        watchdog.start()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if line.startswith(PROGRESS_PREFIX):
+                    done, total = line.split()[1:3]
+                    if on_progress:
+                        on_progress(int(done), int(total))
+                else:
+                    log.write(line)
+            returncode = proc.wait()
+        finally:
+            watchdog.cancel()
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    if timed_out.is_set():
+        raise RunFailedError(
+            f"bench ws={world_size}: killed after bench.run_timeout_s={config.bench.run_timeout_s:g} s; "
+            f"log: {log_path}"
+        )
+    if returncode != 0:
+        raise _failure(world_size, errors_dir, log_path, config.bench.timeout_s)
+    if not out.exists():
+        raise RunFailedError(
+            f"bench ws={world_size}: torchrun exited 0 but wrote no {out.name}; log: {log_path}"
+        )
+    return out
+
+
+def _failure(world_size: int, errors_dir: Path, log_path: Path, timeout_s: float) -> Exception:
+    reports = []
+    for path in sorted(errors_dir.glob("rank*.json")):
+        try:
+            reports.append(read_json(path))
+        except ValueError:
+            continue
+    if not reports:
+        tail = "".join(log_path.read_text(encoding="utf-8", errors="replace").splitlines(True)[-15:])
+        return RunFailedError(
+            f"bench ws={world_size}: torchrun failed before any rank reported; log tail:\n{tail}"
+        )
+    reports.sort(key=lambda r: r["time"])
+    first = reports[0]
+    silent = sorted(set(range(world_size)) - {r["rank"] for r in reports})
+    message = f"bench ws={world_size}: rank {first['rank']} failed: {first['type']}: {first['message']}"
+    if silent:
+        ranks = ", ".join(str(r) for r in silent)
+        message += (
+            f"\n  rank(s) {ranks} reported no error: probably hung (collective timeout "
+            f"bench.timeout_s={timeout_s:g} s)"
+        )
+    message += f"\n  log: {log_path}"
+    if first["exit_code"] == EXIT_BAD_INPUT:
+        return BadInputError(message)
+    return RunFailedError(message)

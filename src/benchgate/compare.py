@@ -15,6 +15,7 @@ rises significantly over the measured window FAILs even without a baseline.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -80,8 +81,8 @@ def noise_bound(history: list[float], confidence: float, higher_is_better: bool)
     if n < MIN_HISTORY:
         return None
     mean = sum(history) / n
-    sd = float((sum((x - mean) ** 2 for x in history) / (n - 1)) ** 0.5)
-    margin = stats.t_quantile(confidence, n - 1) * sd * (1 + 1 / n) ** 0.5
+    sd = math.sqrt(sum((x - mean) ** 2 for x in history) / (n - 1))
+    margin = stats.t_quantile(confidence, n - 1) * sd * math.sqrt(1 + 1 / n)
     return mean - margin if higher_is_better else mean + margin
 
 

@@ -8,14 +8,15 @@ hung, which is what a collective timeout on their peers means.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import torch
 
 from benchgate.bench import PROGRESS_PREFIX
@@ -92,7 +93,7 @@ def run_bench(
 
         def kill_on_timeout() -> None:
             timed_out.set()
-            os.killpg(proc.pid, signal.SIGKILL)
+            _kill_tree(proc.pid)
 
         watchdog = threading.Timer(config.bench.run_timeout_s, kill_on_timeout)
         watchdog.start()
@@ -109,7 +110,7 @@ def run_bench(
         finally:
             watchdog.cancel()
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
+                _kill_tree(proc.pid)
                 proc.wait()
     if timed_out.is_set():
         raise RunFailedError(
@@ -123,6 +124,19 @@ def run_bench(
             f"bench ws={world_size}: torchrun exited 0 but wrote no {out.name}; log: {log_path}"
         )
     return out
+
+
+def _kill_tree(pid: int) -> None:
+    """Kill torchrun and every worker: the workers run in sessions of their own, so killpg misses them."""
+    try:
+        root = psutil.Process(pid)
+        procs = [*root.children(recursive=True), root]
+    except psutil.NoSuchProcess:
+        return
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.kill()
+    psutil.wait_procs(procs, timeout=10)
 
 
 def _failure(world_size: int, errors_dir: Path, log_path: Path, timeout_s: float) -> Exception:

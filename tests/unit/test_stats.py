@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -207,15 +206,6 @@ def test_ratio_ci_is_deterministic_for_a_seed() -> None:
     base, cur = list(rng.normal(10.0, 1.0, 200)), list(rng.normal(11.0, 1.0, 200))
     assert ratio_ci(base, cur, seed=8) == ratio_ci(base, cur, seed=8)
     assert ratio_ci(base, cur, seed=8) != ratio_ci(base, cur, seed=9)
-
-
-def test_ratio_ci_is_fast_for_2000_resamples_of_500() -> None:
-    rng = np.random.default_rng(24)
-    base, cur = rng.normal(100.0, 5.0, 500), rng.normal(100.0, 5.0, 500)
-    ratio_ci(base, cur, resamples=10)  # warm-up: first calls pay numpy import-time costs
-    start = time.perf_counter()
-    ratio_ci(base, cur, resamples=2000)
-    assert time.perf_counter() - start < 0.5
 
 
 def test_ratio_ci_rejects_zero_baseline_statistic() -> None:

@@ -1,0 +1,105 @@
+"""Workloads for benchgate's own tests, importable by torchrun workers through PYTHONPATH (conftest).
+
+`sleepy` spends a fixed sleep per step on top of a tiny model, so its step time barely depends on how
+busy the shared test machine is: gate tests then check the gate's logic, not the host's noise.
+The others fail on purpose: on one rank, at one step.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from benchgate.workloads.base import FlopsPerToken
+
+
+class Sleepy:
+    name = "sleepy"
+    tokens_per_step = 64
+
+    def __init__(self, step_ms: float = 20.0) -> None:
+        self.step_s = step_ms / 1000
+        self.steps = 0
+
+    def build_model(self, device: torch.device) -> nn.Module:
+        return nn.Linear(16, 16).to(device)
+
+    def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.SGD(model.parameters(), lr=0.05)
+
+    def make_batch(self, generator: torch.Generator, device: torch.device) -> torch.Tensor:
+        return torch.randn(4, 16, generator=generator).to(device)
+
+    def forward(self, model: nn.Module, batch: torch.Tensor) -> torch.Tensor:
+        self.steps += 1
+        time.sleep(self.step_s)
+        return model(batch)
+
+    def loss(self, output: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
+        # Learn the identity map: the loss falls steadily, so the loss-slope check passes.
+        return F.mse_loss(output, batch)
+
+    def flops_per_token(self) -> FlopsPerToken:
+        return FlopsPerToken(dense_6n=6 * 272, attention_aware=6 * 272)
+
+
+def sleepy(step_ms: float = 20.0) -> Sleepy:
+    return Sleepy(step_ms)
+
+
+class _Faulty(Sleepy):
+    def __init__(self, rank: int, at_step: int, fault: str) -> None:
+        super().__init__(step_ms=1.0)
+        self.rank, self.at_step, self.fault = rank, at_step, fault
+
+    def forward(self, model: nn.Module, batch: torch.Tensor) -> torch.Tensor:
+        out = super().forward(model, batch)
+        if int(os.environ.get("RANK", "0")) == self.rank and self.steps == self.at_step:
+            if self.fault == "raise":
+                raise RuntimeError(f"injected failure at step {self.at_step}")
+            if self.fault == "hang":
+                time.sleep(3600)
+        return out
+
+    def loss(self, output: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
+        loss = super().loss(output, batch)
+        if self.fault == "nan" and self.steps >= self.at_step:
+            return loss * float("nan")
+        return loss
+
+
+def failing(rank: int = 1, at_step: int = 3) -> Sleepy:
+    return _Faulty(rank, at_step, "raise")
+
+
+def hanging(rank: int = 1, at_step: int = 3) -> Sleepy:
+    return _Faulty(rank, at_step, "hang")
+
+
+def nan_loss(at_step: int = 2) -> Sleepy:
+    return _Faulty(0, at_step, "nan")
+
+
+def rising_loss() -> Any:
+    class Rising(Sleepy):
+        def loss(self, output: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
+            return super().loss(output, batch) * 0 + 0.1 * self.steps  # grows every step
+
+    return Rising(step_ms=1.0)
+
+
+def raising_factory() -> Sleepy:
+    raise ValueError("the factory is broken")
+
+
+def incomplete() -> object:
+    class NoLoss:
+        name = "incomplete"
+        tokens_per_step = 1
+
+    return NoLoss()

@@ -1,0 +1,90 @@
+"""Real torchrun, 2 CPU ranks over gloo: the metrics it writes and the ways a run fails."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from benchgate.errors import BadInputError, ConfigError, RunFailedError
+from benchgate.files import read_json
+from benchgate.launch import run_bench
+
+pytestmark = pytest.mark.slow
+
+
+def test_bench_ws2_writes_per_step_samples_from_both_ranks(config_factory, tmp_path: Path) -> None:
+    config = config_factory(bench={"steps": 10, "warmup": 2})
+    progress: list[tuple[int, int]] = []
+    path = run_bench(config, 2, tmp_path / "out", lambda done, total: progress.append((done, total)))
+    metrics = read_json(path)
+    assert metrics["world_size"] == 2
+    assert metrics["backend"] == "gloo"
+    assert metrics["threads_per_rank"] == 1
+    assert len(metrics["samples"]["step_time_s"]) == 10
+    assert [len(r) for r in metrics["samples"]["step_time_s_per_rank"]] == [10, 10]
+    # The global step time is the slower rank's, step by step.
+    per_rank = metrics["samples"]["step_time_s_per_rank"]
+    assert metrics["samples"]["step_time_s"] == [max(a, b) for a, b in zip(*per_rank, strict=True)]
+    # sleepy sleeps 20 ms per step: the timing must see it, and not much more.
+    assert 0.020 <= metrics["step_time_s"]["p50"] < 0.5
+    assert metrics["tokens_per_step_global"] == 2 * 64
+    assert metrics["tokens_per_s"]["p50"] == pytest.approx(128 / metrics["step_time_s"]["p50"], rel=0.05)
+    assert len(metrics["memory"]["max_rss_bytes_per_rank"]) == 2
+    assert metrics["mfu"]["dense_6n"] is None and "cpu" in metrics["mfu"]["note"]
+    assert metrics["loss_slope"]["slope"] < 0
+    assert progress[-1] == (10, 10)
+
+
+def test_bench_rank_that_raises_fails_with_exit_3_naming_the_rank(config_factory, tmp_path: Path) -> None:
+    config = config_factory(bench={"workload": "bg_test_workloads:failing", "workload_args": {"rank": 1}})
+    with pytest.raises(RunFailedError) as info:
+        run_bench(config, 2, tmp_path / "out")
+    assert info.value.exit_code == 3
+    assert "rank 1 failed: RuntimeError: injected failure at step 3" in str(info.value)
+    assert not (tmp_path / "out" / "metrics-ws2.json").exists()
+
+
+def test_bench_rank_that_hangs_fails_within_the_collective_timeout(config_factory, tmp_path: Path) -> None:
+    config = config_factory(
+        bench={"workload": "bg_test_workloads:hanging", "workload_args": {"rank": 1}, "timeout_s": 5}
+    )
+    started = time.monotonic()
+    with pytest.raises(RunFailedError) as info:
+        run_bench(config, 2, tmp_path / "out")
+    elapsed = time.monotonic() - started
+    message = str(info.value)
+    assert "rank 0 failed" in message
+    assert "rank(s) 1 reported no error: probably hung" in message
+    # 5 s timeout + torchrun start and teardown; far below the 30 min default that would otherwise apply.
+    assert elapsed < 60, elapsed
+
+
+def test_bench_nan_loss_fails_naming_rank_and_step(config_factory, tmp_path: Path) -> None:
+    config = config_factory(bench={"workload": "bg_test_workloads:nan_loss", "warmup": 0})
+    with pytest.raises(RunFailedError, match=r"rank 0: loss is nan at measured step 1"):
+        run_bench(config, 1, tmp_path / "out")
+
+
+def test_bench_workload_error_in_a_rank_is_bad_input(config_factory, tmp_path: Path) -> None:
+    config = config_factory(bench={"workload": "bg_test_workloads:raising_factory"})
+    with pytest.raises(BadInputError, match="the factory is broken") as info:
+        run_bench(config, 1, tmp_path / "out")
+    assert info.value.exit_code == 2
+
+
+def test_bench_world_size_beyond_the_cores_is_refused_before_launch(config_factory, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"bench.world_sizes: got 64, but this machine has only \d+"):
+        run_bench(config_factory(), 64, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_bench_wall_clock_limit_kills_the_whole_job(config_factory, tmp_path: Path) -> None:
+    config = config_factory(
+        bench={"workload": "bg_test_workloads:hanging", "workload_args": {"rank": 0}, "run_timeout_s": 8}
+    )
+    started = time.monotonic()
+    with pytest.raises(RunFailedError, match=r"killed after bench\.run_timeout_s=8 s"):
+        run_bench(config, 1, tmp_path / "out")
+    assert time.monotonic() - started < 30

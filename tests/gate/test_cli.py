@@ -1,0 +1,199 @@
+"""`benchgate` as a user runs it: a real subprocess, real torchrun, exit codes and messages."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchgate.files import read_json
+
+FAST = ["--steps", "15", "--warmup", "2", "--no-eval", "--no-trace"]
+
+
+def benchgate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "benchgate", *args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
+
+
+def gate(tmp_path: Path, out: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return benchgate(
+        "run",
+        "--workload",
+        "bg_test_workloads:sleepy",
+        "--world-sizes",
+        "1",
+        *FAST,
+        "--out",
+        str(tmp_path / out),
+        "--baseline-dir",
+        str(tmp_path / "baselines"),
+        *args,
+        cwd=tmp_path,
+    )
+
+
+@pytest.mark.slow
+def test_gate_injected_slowdown_fails_and_same_code_passes(tmp_path: Path) -> None:
+    first = gate(tmp_path, "base", "--update-baseline")
+    assert first.returncode == 0, first.stderr
+    assert "no baseline for machine profile" in first.stdout
+    assert "baseline written" in first.stdout
+
+    same = gate(tmp_path, "same", "--no-update-baseline")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "verdict: PASS" in same.stdout
+
+    slow = gate(tmp_path, "slow", "--no-update-baseline", "--workload-arg", "step_ms=24")  # 20% slower
+    assert slow.returncode == 1, slow.stdout + slow.stderr
+    assert "verdict: FAIL" in slow.stdout
+    compare = read_json(tmp_path / "slow" / "compare.json")
+    assert compare["verdict"] == "FAIL" and compare["exit_code"] == 1
+    step = next(c for c in compare["checks"] if c["name"] == "step time p50 (ws=1)")
+    assert step["status"] == "FAIL"
+    assert 12 < step["change"] < 30
+    # The baseline is still the first run: a FAIL never replaced it.
+    meta = read_json(next((tmp_path / "baselines").glob("*/sleepy/baseline.json")))
+    assert meta["source"] == str((tmp_path / "base").resolve())
+
+
+@pytest.mark.slow
+def test_gate_defaults_end_to_end_with_eval_and_trace(tmp_path: Path) -> None:
+    result = benchgate(
+        "run",
+        "--workload-arg",
+        "size=tiny",
+        "--steps",
+        "12",
+        "--warmup",
+        "2",
+        "--out",
+        str(tmp_path / "out"),
+        "--baseline-dir",
+        str(tmp_path / "b"),
+        "--update-baseline",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = tmp_path / "out"
+    for name in (
+        "env.json",
+        "config.json",
+        "metrics-ws1.json",
+        "metrics-ws2.json",
+        "eval.json",
+        "trace.json",
+        "compare.json",
+        "compare.md",
+    ):
+        assert (out / name).is_file(), name
+    assert list((out / "trace").glob("*.pt.trace.json"))
+    compare = read_json(out / "compare.json")
+    names = {c["name"] for c in compare["checks"]}
+    assert {"scaling efficiency (1->2)", "perplexity (held-out)", "probe facts accuracy"} <= names
+    stored = list((tmp_path / "b").glob("*/gpt-tiny/eval.json"))
+    assert len(stored) == 1
+    assert read_json(stored[0])["perplexity"] == read_json(out / "eval.json")["perplexity"]
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        pytest.param(["--steps", "0"], 2, "bench.steps: got 0", id="zero-steps"),
+        pytest.param(["--world-sizes", "1,64"], 2, "bench.world_sizes: got 64", id="world-size"),
+        pytest.param(["--world-sizes", "one"], 2, "--world-sizes: got 'one'", id="world-size-text"),
+        pytest.param(
+            ["--workload", "nowhere_mod:make"], 2, "cannot import module 'nowhere_mod'", id="import"
+        ),
+        pytest.param(
+            ["--workload", "bg_test_workloads:raising_factory"], 2, "the factory is broken", id="fac"
+        ),
+        pytest.param(["--workload-arg", "novalue"], 2, "--workload-arg: got 'novalue'", id="workload-arg"),
+        pytest.param(
+            ["--workload", "bg_test_workloads:failing", "--world-sizes", "1,2"], 3, "rank 1 failed", id="rank"
+        ),
+    ],
+)
+def test_cli_bad_input_and_failures_exit_with_documented_codes(
+    tmp_path: Path, args: list[str], code: int, message: str
+) -> None:
+    result = benchgate(
+        "run",
+        "--workload",
+        "bg_test_workloads:sleepy",
+        *FAST,
+        "--out",
+        str(tmp_path / "out"),
+        "--baseline-dir",
+        str(tmp_path / "b"),
+        *args,
+        cwd=tmp_path,
+    )
+    assert result.returncode == code, result.stdout + result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_cli_config_file_with_bad_tolerance_exits_2(tmp_path: Path) -> None:
+    config = tmp_path / "bench.toml"
+    config.write_text("[gate.tolerances]\nthroughput_drop_pct = -3\n")
+    result = benchgate("run", "--config", str(config), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "gate.tolerances.throughput_drop_pct: got -3" in result.stderr
+
+
+def _fake_run(directory: Path, profile: str) -> Path:
+    metrics = {
+        "schema_version": 1,
+        "machine_profile": profile,
+        "workload": "w",
+        "world_size": 1,
+        "precision": "fp32",
+        "tokens_per_step_global": 64,
+        "memory": {"peak_bytes": 1},
+        "samples": {
+            "step_time_s": [0.1, 0.11, 0.1],
+            "tokens_per_s": [640.0, 581.8, 640.0],
+            "loss": [3, 2, 1],
+        },
+    }
+    directory.mkdir(parents=True)
+    (directory / "env.json").write_text(json.dumps({"machine_profile": profile}))
+    (directory / "metrics-ws1.json").write_text(json.dumps(metrics))
+    return directory
+
+
+def test_cli_compare_refuses_a_baseline_of_another_profile(tmp_path: Path) -> None:
+    base = _fake_run(tmp_path / "base", "H100-80GB-HBM3x8_drv550_cu12.4_torch2.4.0_nccl2.21")
+    current = _fake_run(tmp_path / "cur", "cpu-X-x2_torch2.13.0")
+    result = benchgate("compare", str(current), "--baseline", str(base), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "never compared" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_compare_reports_a_truncated_baseline_file(tmp_path: Path) -> None:
+    base = _fake_run(tmp_path / "base", "cpu-X-x2_torch2.13.0")
+    (base / "metrics-ws1.json").write_text('{"schema_version": 1, "samples": [0.1,')
+    current = _fake_run(tmp_path / "cur", "cpu-X-x2_torch2.13.0")
+    result = benchgate("compare", str(current), "--baseline", str(base), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "metrics-ws1.json: not valid JSON" in result.stderr
+
+
+def test_cli_compare_of_identical_runs_passes(tmp_path: Path) -> None:
+    base = _fake_run(tmp_path / "base", "cpu-X-x2_torch2.13.0")
+    result = benchgate("compare", str(base), "--baseline", str(base), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "verdict: PASS" in result.stdout
+
+
+def test_cli_env_prints_the_machine_profile(tmp_path: Path) -> None:
+    result = benchgate("env", "--out", str(tmp_path), cwd=tmp_path)
+    assert result.returncode == 0
+    profile = read_json(tmp_path / "env.json")["machine_profile"]
+    assert f"machine profile: {profile}" in result.stdout

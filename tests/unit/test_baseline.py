@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchgate.baseline import HISTORY_LENGTH, baseline_location, find_baseline, save_baseline
+from benchgate.errors import BaselineError
+from benchgate.files import write_json
+from benchgate.results import load_bundle
+
+PROFILE = "cpu-Test-CPU-x2_torch2.13.0"
+
+
+def metrics(world_size: int = 1, step_s: float = 0.1, n: int = 20, workload: str = "w") -> dict[str, Any]:
+    times = [step_s * (1 + 0.01 * (i % 5)) for i in range(n)]
+    return {
+        "schema_version": 1,
+        "machine_profile": PROFILE,
+        "workload": workload,
+        "world_size": world_size,
+        "precision": "fp32",
+        "tokens_per_step_global": 100 * world_size,
+        "memory": {"peak_bytes": 100 * 2**20},
+        "samples": {
+            "step_time_s": times,
+            "tokens_per_s": [100 * world_size / t for t in times],
+            "loss": [3.0 - 0.01 * i for i in range(n)],
+        },
+    }
+
+
+def write_run(directory: Path, step_s: float = 0.1, profile: str = PROFILE, commit: str = "abc") -> Path:
+    write_json(
+        directory / "env.json", {"machine_profile": profile, "git": {"commit": commit, "branch": "main"}}
+    )
+    write_json(directory / "metrics-ws1.json", metrics(step_s=step_s) | {"machine_profile": profile})
+    return directory
+
+
+def test_baseline_save_then_find_round_trips(tmp_path: Path) -> None:
+    run = load_bundle(write_run(tmp_path / "run"))
+    assert find_baseline(tmp_path / "store", PROFILE, "w") is None
+    location = save_baseline(run, tmp_path / "store", "test")
+    assert location == baseline_location(tmp_path / "store", PROFILE, "w")
+    found = find_baseline(tmp_path / "store", PROFILE, "w")
+    assert found is not None and found.metrics[1]["samples"] == run.metrics[1]["samples"]
+    assert found.history[0]["commit"] == "abc"
+    # Nothing but the baseline itself is left in the profile directory (no staging or retired copies).
+    assert [p.name for p in location.parent.iterdir()] == ["w"]
+
+
+def test_baseline_history_grows_per_promotion_and_is_capped(tmp_path: Path) -> None:
+    for i in range(HISTORY_LENGTH + 3):
+        run = load_bundle(write_run(tmp_path / f"run{i}", step_s=0.1 + i / 1000, commit=f"c{i}"))
+        save_baseline(run, tmp_path / "store", "test")
+    found = find_baseline(tmp_path / "store", PROFILE, "w")
+    assert found is not None
+    assert len(found.history) == HISTORY_LENGTH
+    assert found.history[-1]["commit"] == f"c{HISTORY_LENGTH + 2}"
+    assert found.history_p50s(1, "step_time_s")[-1] == pytest.approx(0.122 * 1.02)
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        pytest.param(lambda p: p.write_text('{"samples": [0.1, 0.'), "not valid JSON", id="truncated"),
+        pytest.param(lambda p: p.write_text("{}"), "schema_version: got", id="empty-object"),
+        pytest.param(
+            lambda p: p.write_text(p.read_text().replace('"world_size": 1', '"world_size": 2')),
+            "file name says 1",
+            id="renamed",
+        ),
+    ],
+)
+def test_corrupt_baseline_is_a_baseline_error_naming_the_file(
+    tmp_path: Path, damage: Any, expected: str
+) -> None:
+    save_baseline(load_bundle(write_run(tmp_path / "run")), tmp_path / "store", "test")
+    path = baseline_location(tmp_path / "store", PROFILE, "w") / "metrics-ws1.json"
+    damage(path)
+    with pytest.raises(BaselineError) as info:
+        find_baseline(tmp_path / "store", PROFILE, "w")
+    assert "metrics-ws1.json" in str(info.value)
+    assert expected in str(info.value)
+    assert info.value.exit_code == 2
+
+
+def test_bad_samples_in_a_result_file_are_rejected(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run")
+    bad = metrics()
+    bad["samples"]["step_time_s"] = [0.1, -1.0, 0.1]
+    write_json(run / "metrics-ws1.json", bad)
+    with pytest.raises(BaselineError, match=r"samples\.step_time_s"):
+        load_bundle(run)

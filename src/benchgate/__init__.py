@@ -5,10 +5,10 @@ The public API: run the gate, or its stages, from Python; write a workload; read
 
 __version__ = "0.1.0"
 
-from benchgate.compare import Check, Comparison, compare  # noqa: E402
-from benchgate.config import RunConfig, load_config  # noqa: E402
-from benchgate.env import capture_environment, machine_profile  # noqa: E402
-from benchgate.errors import (  # noqa: E402
+from benchgate.compare import Check, Comparison, compare
+from benchgate.config import RunConfig, load_config
+from benchgate.env import capture_environment, machine_profile
+from benchgate.errors import (
     BadInputError,
     BaselineError,
     BenchgateError,
@@ -16,9 +16,9 @@ from benchgate.errors import (  # noqa: E402
     RunFailedError,
     WorkloadError,
 )
-from benchgate.results import Bundle, load_bundle  # noqa: E402
-from benchgate.runner import GateOutcome, run_gate  # noqa: E402
-from benchgate.workloads.base import FlopsPerToken, Workload, load_workload  # noqa: E402
+from benchgate.results import Bundle, load_bundle
+from benchgate.runner import GateOutcome, run_gate
+from benchgate.workloads.base import FlopsPerToken, Workload, load_workload
 
 __all__ = [
     "BadInputError",

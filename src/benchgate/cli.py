@@ -25,6 +25,7 @@ from benchgate import __version__
 from benchgate.baseline import find_baseline
 from benchgate.compare import compare as compare_bundles
 from benchgate.config import load_config
+from benchgate.env import capture_environment
 from benchgate.errors import EXIT_BAD_INPUT, EXIT_RUN_FAILED, BenchgateError, ConfigError
 from benchgate.files import write_json
 from benchgate.report import markdown, print_verdict
@@ -38,8 +39,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 # CI logs are not terminals; rich would wrap the verdict table at 80 columns there.
-console = Console(width=None if sys.stdout.isatty() else 160)
-errors = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+console = Console(width=None if sys.stdout.isatty() else 200)
+errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 
 def _fail(exc: BenchgateError) -> NoReturn:
@@ -187,11 +188,7 @@ def env(
     out: Annotated[Path | None, typer.Option(help="Directory to write env.json into.")] = None,
 ) -> None:
     """Print the environment and the machine profile (and write env.json with --out)."""
-    snapshot = stage_env(out) if out else None
-    if snapshot is None:
-        from benchgate.env import capture_environment
-
-        snapshot = capture_environment()
+    snapshot = stage_env(out) if out else capture_environment()
     console.print_json(json.dumps(snapshot))
     console.print(f"machine profile: [bold]{snapshot['machine_profile']}[/]")
 

@@ -45,8 +45,8 @@ class BenchConfig(_Model):
     threads_per_rank: int | None = Field(
         None,
         gt=0,
-        description="torch intra-op threads per rank. Default: 1 on CPU (steadiest timing on shared hosts, "
-        "and equal per-rank resources at every world size), CPU cores // world size on GPU hosts.",
+        description="torch intra-op threads per rank. Default: 1 on CPU (a rank stands for one device, so "
+        "scaling efficiency compares equal per-rank resources), CPU cores // world size on GPU hosts.",
     )
     seed: int = Field(0, ge=0, description="Seed for weights and batches; identical on every run.")
     timeout_s: float = Field(

@@ -49,13 +49,14 @@ def rows(comparison: Comparison) -> list[list[str]]:
             _interval(c),
             "—" if c.p_value is None else f"{c.p_value:.2g}",
             c.status,
-            c.note or c.rule,
+            c.rule,
+            c.note,
         ]
         for c in comparison.checks
     ]
 
 
-HEADER = ["check", "baseline", "current", "change", "95% CI of change", "p", "status", "rule / note"]
+HEADER = ["check", "baseline", "current", "change", "95% CI of change", "p", "status", "rule", "note"]
 
 
 def print_verdict(comparison: Comparison, console: Console) -> None:
@@ -66,7 +67,7 @@ def print_verdict(comparison: Comparison, console: Console) -> None:
         table.add_column(column, overflow="fold")
     for row in rows(comparison):
         status = row[6]
-        table.add_row(*row[:6], f"[{STATUS_STYLE[status]}]{status}[/]", row[7])
+        table.add_row(*row[:6], f"[{STATUS_STYLE[status]}]{status}[/]", *row[7:])
     console.print(table)
     for note in comparison.notes:
         console.print(f"[yellow]note:[/] {note}")

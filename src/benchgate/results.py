@@ -45,6 +45,10 @@ class _Samples(_Checked):
         return v
 
 
+class _Memory(_Checked):
+    peak_bytes: float
+
+
 class _Metrics(_Checked):
     schema_version: int
     machine_profile: str
@@ -53,7 +57,7 @@ class _Metrics(_Checked):
     precision: str
     tokens_per_step_global: int
     samples: _Samples
-    memory: dict[str, Any]
+    memory: _Memory
 
 
 class _Env(_Checked):

@@ -30,8 +30,8 @@ def resolve_threads(requested: int | None, device: torch.device, world_size: int
         return requested
     if device.type == "cuda":
         return max(1, usable_cpu_cores() // world_size)
-    # On CPU, one thread per rank: two threads per rank doubled the run-to-run spread on a shared
-    # 2-core host (docs/benchmarks.md), and ws=1 vs ws=N then compares equal per-rank resources.
+    # On CPU a rank stands for one device: one thread each, so ws=1 and ws=N give every rank the same
+    # resources and tokens/s(N) / (N x tokens/s(1)) means what it means on GPUs.
     return 1
 
 

@@ -133,6 +133,21 @@ def test_compare_beyond_tolerance_but_too_noisy_is_a_warning() -> None:
     assert "not significant (p=0.083)" in row.note
 
 
+def test_compare_slowdown_of_only_the_slow_steps_is_a_warning() -> None:
+    # Interference: the slower half of the steps got 30% slower, the fast half did not move.
+    base = bundle(1)
+    current = bundle(1)
+    times = sorted(base.metrics[1]["samples"]["step_time_s"])
+    slowed = times[:30] + [t * 1.3 for t in times[30:]]
+    current.metrics[1] = copy.deepcopy(base.metrics[1])
+    current.metrics[1]["samples"]["step_time_s"] = slowed
+    current.metrics[1]["samples"]["tokens_per_s"] = [512 / t for t in slowed]
+    row = next(c for c in compare(base, current, Tolerances()).checks if c.name == "step time p50 (ws=1)")
+    assert row.change is not None and row.change > 5
+    assert row.status == "WARN"
+    assert "only slow steps slowed (p10 +0.0%)" in row.note
+
+
 def test_compare_noise_floor_from_baseline_history_turns_a_fail_into_a_warning() -> None:
     base = bundle(1)
     # Earlier baseline runs of this profile drifted by +-15%: a 20% slowdown is within that noise.

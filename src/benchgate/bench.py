@@ -142,7 +142,6 @@ def run_worker(config: RunConfig, out: Path) -> dict[str, Any] | None:
     flops = workload.flops_per_token()
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     peak = lookup_peak(device_name, precision)
-    n_devices = world_size
     memory: dict[str, Any] = {"max_rss_bytes_per_rank": [g["rss"] for g in gathered]}
     if device.type == "cuda":
         memory["cuda_max_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
@@ -173,8 +172,8 @@ def run_worker(config: RunConfig, out: Path) -> dict[str, Any] | None:
         "mfu": {
             "flops_per_token": {"dense_6n": flops.dense_6n, "attention_aware": flops.attention_aware},
             "peak": None if peak is None else vars(peak),
-            "dense_6n": mfu(tokens_summary.p50, flops.dense_6n, peak, n_devices),
-            "attention_aware": mfu(tokens_summary.p50, flops.attention_aware, peak, n_devices),
+            "dense_6n": mfu(tokens_summary.p50, flops.dense_6n, peak, world_size),
+            "attention_aware": mfu(tokens_summary.p50, flops.attention_aware, peak, world_size),
             "note": None if peak else f"no bf16 dense peak known for {device_name!r} at {precision}",
         },
         "memory": memory,

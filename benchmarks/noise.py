@@ -1,7 +1,8 @@
 """Noise: how far the p50 step time of repeated runs lands apart, and why.
 
 Part 1 repeats the real bench stage (torchrun, ws=1, gpt-tiny) `--runs` times for 1 and for 2 threads
-per rank, interleaved, and reports the spread ((max - min) / median) of p50, p10 and min.
+per rank, interleaved, and reports the spread ((max - min) / median) of p50, p10, min, and of the p50
+of step time divided by the drift reference (the fixed CPU kernel bench times after every step).
 Part 2 (in process) times a fixed reference kernel between training steps: if the host's speed drifts,
 both drift together, and the step / reference ratio shows how much of the spread is the machine.
 Target: p50 spread <= 5%.
@@ -29,7 +30,9 @@ from benchgate.workloads.gpt import make_workload
 
 
 def repeated_bench(runs: int, steps: int) -> None:
-    results: dict[int, dict[str, list[float]]] = {t: {"p50": [], "p10": [], "min": []} for t in (1, 2)}
+    results: dict[int, dict[str, list[float]]] = {
+        t: {"p50": [], "p10": [], "min": [], "p50 drift-corrected": []} for t in (1, 2)
+    }
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(runs):
             for threads in (1, 2):
@@ -40,8 +43,13 @@ def repeated_bench(runs: int, steps: int) -> None:
                         "bench.threads_per_rank": threads,
                     }
                 )
-                samples = read_json(run_bench(config, 1, Path(tmp)))["samples"]["step_time_s"]
+                recorded = read_json(run_bench(config, 1, Path(tmp)))["samples"]
+                samples = recorded["step_time_s"]
                 results[threads]["p50"].append(percentile(samples, 50))
+                # Step time over the drift reference timed right after it: a ratio without unit, whose
+                # relative spread compares directly with the raw p50's.
+                corrected = [t / r for t, r in zip(samples, recorded["reference_s"], strict=True)]
+                results[threads]["p50 drift-corrected"].append(percentile(corrected, 50))
                 results[threads]["p10"].append(percentile(samples, 10))
                 results[threads]["min"].append(min(samples))
     for threads, stats in results.items():

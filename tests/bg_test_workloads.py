@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -103,3 +104,18 @@ def incomplete() -> object:
         tokens_per_step = 1
 
     return NoLoss()
+
+
+def slow_once(marker: str, step_ms: float = 20.0) -> Sleepy:
+    """25% slower in the first torchrun launch only (a burst of interference, as far as the gate can tell).
+
+    Only torchrun workers (LOCAL_RANK set) count as launches: the CLI also imports the workload once
+    to check it before anything runs.
+    """
+    if "LOCAL_RANK" not in os.environ:
+        return Sleepy(step_ms)
+    path = Path(marker)
+    first_launch = not path.exists()
+    if first_launch and os.environ["LOCAL_RANK"] == "0":
+        path.write_text("launched")
+    return Sleepy(step_ms * 1.25 if first_launch else step_ms)

@@ -7,10 +7,16 @@ the tolerance AND a Mann-Whitney U test finds the two sample sets different at t
 Host interference (a busy neighbour core) slows some steps, while a code regression slows every step,
 the fastest included; so a FAIL also needs the fast steps (p10 step time, p90 tokens/s) to be worse
 beyond tolerance (the argument of Chen & Revels 2016, "Robust benchmarking in noisy environments").
+When both runs timed the drift reference (a fixed CPU kernel after each step, see bench.py), a FAIL
+also needs the step time divided by the reference to be worse: if the host slowed as much as the step
+did, the code did not get slower.
 Per-step samples only see noise within one run; on a shared host whole runs drift by more than the
 tolerance. So once the baseline store holds MIN_HISTORY earlier runs of this profile, a FAIL must also
 lie outside their one-sided prediction interval (lookback noise floor, as conbench does); with fewer
-runs the row says that the run-to-run noise is still unknown.
+runs the row says that the run-to-run noise is still unknown. Even so, one run can be hit by a burst
+that looks exactly like a regression, so the runner re-runs a world size whose timing FAILed and keeps
+the FAIL only if the second run fails the same check (`merge_confirmation`; Chromium Pinpoint likewise
+adds attempts before it decides).
 Memory and scaling efficiency use plain thresholds (WARN); eval numbers are deterministic, so a change
 beyond tolerance is real and FAILs. The loss slope is checked on the current run alone: a loss that
 rises significantly over the measured window FAILs even without a baseline.
@@ -19,7 +25,7 @@ rises significantly over the measured window FAILs even without a baseline.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from benchgate import stats
@@ -30,6 +36,11 @@ from benchgate.results import Bundle
 Status = Literal["PASS", "WARN", "FAIL", "NEW", "INFO"]
 SEVERITY = {"INFO": 0, "NEW": 0, "PASS": 0, "WARN": 1, "FAIL": 2}
 MIN_HISTORY = 3
+# (sample series, row label, unit, tolerance field, higher is better) of the timing checks.
+TIMING_METRICS = (
+    ("tokens_per_s", "tokens/s p50", "tok/s", "throughput_drop_pct", True),
+    ("step_time_s", "step time p50", "s", "step_time_increase_pct", False),
+)
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,9 @@ class Check:
     rule: str = ""
     status: Status = "PASS"
     note: str = ""
+    # For timing checks: the sample series compared ("tokens_per_s", "step_time_s") and its world size.
+    metric: str = ""
+    world_size: int | None = None
 
 
 @dataclass
@@ -90,6 +104,8 @@ def noise_bound(history: list[float], confidence: float, higher_is_better: bool)
 
 
 def _timing_check(
+    ws: int,
+    metric: str,
     name: str,
     unit: str,
     base: list[float],
@@ -98,6 +114,7 @@ def _timing_check(
     higher_is_better: bool,
     confidence: float,
     history: list[float],
+    references: tuple[list[float], list[float]] | None = None,
 ) -> Check:
     b50, c50 = stats.percentile(base, 50), stats.percentile(cur, 50)
     change = stats.relative_change_pct(b50, c50)
@@ -109,9 +126,23 @@ def _timing_check(
     worse_by = -change if higher_is_better else change
     significant = p_value < 1 - confidence
     direction = "drop" if higher_is_better else "increase"
+    drift_worse, host_note = True, ""
+    if references is not None:
+        base_ref, cur_ref = references
+        # Per step: time / host speed; for a rate, rate x reference time. Both remove the host's drift.
+        if higher_is_better:
+            base_norm = [v * r for v, r in zip(base, base_ref, strict=True)]
+            cur_norm = [v * r for v, r in zip(cur, cur_ref, strict=True)]
+        else:
+            base_norm = [v / r for v, r in zip(base, base_ref, strict=True)]
+            cur_norm = [v / r for v, r in zip(cur, cur_ref, strict=True)]
+        corrected = stats.relative_change_pct(stats.percentile(base_norm, 50), stats.percentile(cur_norm, 50))
+        drift_worse = (-corrected if higher_is_better else corrected) > tolerance_pct
+        host = stats.relative_change_pct(stats.percentile(base_ref, 50), stats.percentile(cur_ref, 50))
+        host_note = f"host {host:+.1f}%, drift-corrected {corrected:+.1f}%"
     bound = noise_bound(history, confidence, higher_is_better)
     within_noise = bound is not None and (c50 >= bound if higher_is_better else c50 <= bound)
-    if worse_by > tolerance_pct and fast_worse and significant and not within_noise:
+    if worse_by > tolerance_pct and fast_worse and drift_worse and significant and not within_noise:
         status: Status = "FAIL"
     elif worse_by > tolerance_pct:
         status = "WARN"
@@ -123,10 +154,14 @@ def _timing_check(
             notes.append(f"not significant (p={p_value:.2g})")
         elif not fast_worse:
             notes.append(f"only slow steps slowed (p{fast_q} {fast_change:+.1f}%): interference or stalls")
+        elif not drift_worse:
+            notes.append("the host slowed down too")
         else:
             notes.append("within run-to-run noise")
     elif status == "PASS" and -worse_by > tolerance_pct and significant:
         notes.append("improved")
+    if host_note:
+        notes.append(host_note)
     if bound is None:
         notes.append(f"run-to-run noise unknown ({len(history)}/{MIN_HISTORY} baseline runs)")
     else:
@@ -144,6 +179,8 @@ def _timing_check(
         rule=f"FAIL if p50 and p{fast_q} {direction} > {tolerance_pct:g}%, p < {1 - confidence:.2g}",
         status=status,
         note=note,
+        metric=metric,
+        world_size=ws,
     )
 
 
@@ -250,46 +287,31 @@ def _bench_checks(
     samples = cur["samples"]
     checks = []
     if base is None:
-        checks.append(
-            Check(
-                f"tokens/s p50 (ws={ws})",
-                "tok/s",
-                stats.percentile(samples["tokens_per_s"], 50),
-                status="NEW",
-                note="no baseline at this world size",
-            )
-        )
-        checks.append(
-            Check(f"step time p50 (ws={ws})", "s", stats.percentile(samples["step_time_s"], 50), status="NEW")
-        )
+        for metric, label, unit, _, _ in TIMING_METRICS:
+            note = "no baseline at this world size" if metric == "tokens_per_s" else ""
+            p50 = stats.percentile(samples[metric], 50)
+            checks.append(Check(f"{label} (ws={ws})", unit, p50, status="NEW", note=note))
         checks.append(
             Check(f"peak memory (ws={ws})", "MiB", cur["memory"]["peak_bytes"] / 2**20, status="NEW")
         )
     else:
-        checks.append(
-            _timing_check(
-                f"tokens/s p50 (ws={ws})",
-                "tok/s",
-                base["samples"]["tokens_per_s"],
-                samples["tokens_per_s"],
-                tol.throughput_drop_pct,
-                higher_is_better=True,
-                confidence=tol.confidence,
-                history=history.history_p50s(ws, "tokens_per_s") if history else [],
+        references = _references(base, cur)
+        for metric, label, unit, tolerance_field, higher_is_better in TIMING_METRICS:
+            checks.append(
+                _timing_check(
+                    ws,
+                    metric,
+                    f"{label} (ws={ws})",
+                    unit,
+                    base["samples"][metric],
+                    samples[metric],
+                    getattr(tol, tolerance_field),
+                    higher_is_better=higher_is_better,
+                    confidence=tol.confidence,
+                    history=history.history_p50s(ws, metric) if history else [],
+                    references=references,
+                )
             )
-        )
-        checks.append(
-            _timing_check(
-                f"step time p50 (ws={ws})",
-                "s",
-                base["samples"]["step_time_s"],
-                samples["step_time_s"],
-                tol.step_time_increase_pct,
-                higher_is_better=False,
-                confidence=tol.confidence,
-                history=history.history_p50s(ws, "step_time_s") if history else [],
-            )
-        )
         checks.append(
             _threshold_check(
                 f"peak memory (ws={ws})",
@@ -318,6 +340,18 @@ def _bench_checks(
     if len(samples["loss"]) >= 3:
         checks.append(_loss_slope_check(ws, cur, base, tol))
     return checks
+
+
+def _references(base: dict[str, Any], cur: dict[str, Any]) -> tuple[list[float], list[float]] | None:
+    """Both runs' drift-reference series, when both timed one for every step."""
+    base_ref, cur_ref = base["samples"].get("reference_s"), cur["samples"].get("reference_s")
+    if not base_ref or not cur_ref:
+        return None
+    if len(base_ref) != len(base["samples"]["step_time_s"]) or len(cur_ref) != len(
+        cur["samples"]["step_time_s"]
+    ):
+        return None
+    return list(base_ref), list(cur_ref)
 
 
 def _scaling_checks(baseline: Bundle | None, current: Bundle, tol: Tolerances) -> list[Check]:
@@ -387,3 +421,32 @@ def _eval_checks(baseline: Bundle | None, current: Bundle, tol: Tolerances, note
             )
         )
     return checks
+
+
+def timing_failures(comparison: Comparison) -> list[int]:
+    """World sizes with a failing timing check: the ones a confirmation run repeats."""
+    return sorted(
+        {c.world_size for c in comparison.checks if c.status == "FAIL" and c.world_size is not None}
+    )
+
+
+def merge_confirmation(first: Comparison, second: Comparison) -> Comparison:
+    """Keep a timing FAIL only where the second run of that world size fails the same check too."""
+    again = {(c.metric, c.world_size): c for c in second.checks if c.metric}
+    checks = []
+    for check in first.checks:
+        if check.status == "FAIL" and check.metric:
+            other = again.get((check.metric, check.world_size))
+            if other is not None and other.status == "FAIL" and other.change is not None:
+                check = replace(check, note=f"{check.note}; confirmed by a second run ({other.change:+.1f}%)")
+            else:
+                seen = (
+                    "no result"
+                    if other is None or other.change is None
+                    else f"{other.change:+.1f}% {other.status}"
+                )
+                check = replace(
+                    check, status="WARN", note=f"not confirmed by a second run ({seen}); {check.note}"
+                )
+        checks.append(check)
+    return Comparison(first.machine_profile, first.workload, first.baseline_path, checks, list(first.notes))

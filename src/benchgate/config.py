@@ -49,6 +49,11 @@ class BenchConfig(_Model):
         "scaling efficiency compares equal per-rank resources), CPU cores // world size on GPU hosts.",
     )
     seed: int = Field(0, ge=0, description="Seed for weights and batches; identical on every run.")
+    drift_reference: bool = Field(
+        True,
+        description="On CPU, time a fixed matmul after every measured step: the host's speed at that moment, "
+        "so compare can tell a slower host from slower code. Ignored on GPU.",
+    )
     timeout_s: float = Field(
         60.0,
         gt=0,
@@ -123,6 +128,10 @@ class GateConfig(_Model):
     tolerances: Tolerances = Field(default_factory=Tolerances, description="What counts as a regression.")
     baseline_dir: Path = Field(
         Path(".benchgate/baselines"), description="Directory store of baselines, one per machine profile."
+    )
+    confirm_failures: bool = Field(
+        True,
+        description="Re-run a world size whose timing FAILs; keep the FAIL only if the second run fails too.",
     )
     update_baseline: Literal["auto", "always", "never"] = Field(
         "auto",

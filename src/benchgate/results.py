@@ -34,10 +34,13 @@ class _Samples(_Checked):
     step_time_s: list[float]
     tokens_per_s: list[float]
     loss: list[float]
+    reference_s: list[float] | None = None
 
-    @field_validator("step_time_s", "tokens_per_s")
+    @field_validator("step_time_s", "tokens_per_s", "reference_s")
     @classmethod
-    def _positive(cls, v: list[float]) -> list[float]:
+    def _positive(cls, v: list[float] | None) -> list[float] | None:
+        if v is None:
+            return v
         if len(v) < 2:
             raise ValueError(f"needs at least 2 samples, got {len(v)}")
         if any(not math.isfinite(x) or x <= 0 for x in v):

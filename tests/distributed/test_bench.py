@@ -34,6 +34,9 @@ def test_bench_ws2_writes_per_step_samples_from_both_ranks(config_factory, tmp_p
     assert len(metrics["memory"]["max_rss_bytes_per_rank"]) == 2
     assert metrics["mfu"]["dense_6n"] is None and "cpu" in metrics["mfu"]["note"]
     assert metrics["loss_slope"]["slope"] < 0
+    # The drift reference is timed after every measured CPU step, outside the timed region.
+    assert len(metrics["samples"]["reference_s"]) == 10
+    assert all(r > 0 for r in metrics["samples"]["reference_s"])
     assert progress[-1] == (10, 10)
 
 

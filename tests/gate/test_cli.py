@@ -46,19 +46,45 @@ def test_gate_injected_slowdown_fails_and_same_code_passes(tmp_path: Path) -> No
 
     same = gate(tmp_path, "same", "--no-update-baseline")
     assert same.returncode == 0, same.stdout + same.stderr
-    assert "verdict: PASS" in same.stdout
+    assert "verdict: PASS" in same.stdout, same.stdout
 
     slow = gate(tmp_path, "slow", "--no-update-baseline", "--workload-arg", "step_ms=24")  # 20% slower
     assert slow.returncode == 1, slow.stdout + slow.stderr
-    assert "verdict: FAIL" in slow.stdout
+    assert "verdict: FAIL" in slow.stdout, slow.stdout
     compare = read_json(tmp_path / "slow" / "compare.json")
     assert compare["verdict"] == "FAIL" and compare["exit_code"] == 1
     step = next(c for c in compare["checks"] if c["name"] == "step time p50 (ws=1)")
     assert step["status"] == "FAIL"
     assert 12 < step["change"] < 30
+    assert "confirmed by a second run" in step["note"]
+    assert (tmp_path / "slow" / "confirm" / "metrics-ws1.json").is_file()
     # The baseline is still the first run: a FAIL never replaced it.
     meta = read_json(next((tmp_path / "baselines").glob("*/sleepy/baseline.json")))
     assert meta["source"] == str((tmp_path / "base").resolve())
+
+
+@pytest.mark.slow
+def test_gate_one_slow_run_that_does_not_repeat_is_a_warning(tmp_path: Path) -> None:
+    assert gate(tmp_path, "base", "--update-baseline").returncode == 0
+    marker = tmp_path / "launched-once"
+    burst = gate(
+        tmp_path,
+        "burst",
+        "--no-update-baseline",
+        "--workload",
+        "bg_test_workloads:slow_once",
+        "--workload-arg",
+        f"marker={marker}",
+    )
+    assert burst.returncode == 0, burst.stdout + burst.stderr
+    assert "verdict: WARN" in burst.stdout, burst.stdout
+    step = next(
+        c
+        for c in read_json(tmp_path / "burst" / "compare.json")["checks"]
+        if c["name"] == "step time p50 (ws=1)"
+    )
+    assert step["status"] == "WARN"
+    assert step["note"].startswith("not confirmed by a second run")
 
 
 @pytest.mark.slow

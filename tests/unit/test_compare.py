@@ -9,7 +9,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchgate.compare import MIN_HISTORY, compare, noise_bound, scaling_efficiency
+from benchgate.compare import (
+    MIN_HISTORY,
+    compare,
+    merge_confirmation,
+    noise_bound,
+    scaling_efficiency,
+    timing_failures,
+)
 from benchgate.config import Tolerances
 from benchgate.errors import BaselineError
 from benchgate.results import Bundle
@@ -148,6 +155,32 @@ def test_compare_slowdown_of_only_the_slow_steps_is_a_warning() -> None:
     assert "only slow steps slowed (p10 +0.0%)" in row.note
 
 
+def with_reference(b: Bundle, host_s: float) -> Bundle:
+    for metrics in b.metrics.values():
+        metrics["samples"]["reference_s"] = [host_s] * len(metrics["samples"]["step_time_s"])
+    return b
+
+
+def test_compare_slower_host_is_not_slower_code() -> None:
+    # Steps 20% slower, and the drift reference 20% slower too: the host slowed, not the code.
+    base = with_reference(bundle(1), 0.010)
+    current = with_reference(bundle(2, step_s=0.12, step_s_ws2=0.132), 0.012)
+    row = next(c for c in compare(base, current, Tolerances()).checks if c.name == "step time p50 (ws=1)")
+    assert row.status == "WARN"
+    assert "the host slowed down too" in row.note
+    assert "host +20.0%" in row.note
+
+
+def test_compare_slower_code_on_a_steady_host_fails() -> None:
+    base = with_reference(bundle(1), 0.010)
+    current = with_reference(bundle(2, step_s=0.12), 0.010)
+    result = compare(base, current, Tolerances())
+    row = next(c for c in result.checks if c.name == "tokens/s p50 (ws=1)")
+    assert row.status == "FAIL"
+    assert "host +0.0%, drift-corrected" in row.note
+    assert result.verdict == "FAIL"
+
+
 def test_compare_noise_floor_from_baseline_history_turns_a_fail_into_a_warning() -> None:
     base = bundle(1)
     # Earlier baseline runs of this profile drifted by +-15%: a 20% slowdown is within that noise.
@@ -219,3 +252,31 @@ def test_scaling_efficiency_is_throughput_ratio_over_n() -> None:
     }
     assert scaling_efficiency(metrics) == (4, pytest.approx(0.75))
     assert scaling_efficiency({1: metrics[1]}) is None
+
+
+def test_timing_failures_lists_the_world_sizes_to_confirm() -> None:
+    result = compare(bundle(1), bundle(2, step_s=0.12), Tolerances())
+    assert timing_failures(result) == [1]
+    assert timing_failures(compare(bundle(1), bundle(2), Tolerances())) == []
+
+
+def test_merge_confirmation_keeps_a_fail_the_second_run_repeats() -> None:
+    first = compare(bundle(1), bundle(2, step_s=0.12), Tolerances())
+    second = compare(bundle(1), bundle(3, step_s=0.121), Tolerances())
+    merged = merge_confirmation(first, second)
+    row = next(c for c in merged.checks if c.name == "step time p50 (ws=1)")
+    assert row.status == "FAIL"
+    assert "confirmed by a second run (+2" in row.note
+    assert merged.verdict == "FAIL"
+
+
+def test_merge_confirmation_downgrades_a_fail_the_second_run_does_not_repeat() -> None:
+    first = compare(bundle(1), bundle(2, step_s=0.12), Tolerances())
+    second = compare(bundle(1), bundle(3, step_s=0.1), Tolerances())
+    merged = merge_confirmation(first, second)
+    row = next(c for c in merged.checks if c.name == "tokens/s p50 (ws=1)")
+    assert row.status == "WARN"
+    assert row.note.startswith("not confirmed by a second run (")
+    assert "PASS)" in row.note
+    assert merged.verdict == "WARN"
+    assert merged.exit_code == 0

@@ -383,8 +383,11 @@ def _eval_checks(baseline: Bundle | None, current: Bundle, tol: Tolerances, note
     if cur is None or "skipped" in cur:
         return []
     base = baseline.eval if baseline else None
-    if base is not None and ("skipped" in base or base.get("settings") != cur.get("settings")):
-        notes.append("eval settings differ from the baseline's (or it has no eval): eval not compared")
+    same_run = base is not None and all(base.get(k) == cur.get(k) for k in ("settings", "device"))
+    if base is not None and ("skipped" in base or not same_run):
+        notes.append(
+            "eval settings or device differ from the baseline's (or it has no eval): eval not compared"
+        )
         base = None
     checks = []
     if base is None:

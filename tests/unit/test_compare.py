@@ -242,7 +242,12 @@ def test_compare_skips_eval_when_settings_differ() -> None:
     other["settings"] = {"train_steps": 10, "seed": 1}
     result = compare(bundle(1, eval=other), bundle(2, eval=evaluation(perplexity=9.0)), Tolerances())
     assert statuses(bundle(1, eval=other), bundle(2))["perplexity (held-out)"] == "NEW"
-    assert any("eval settings differ" in n for n in result.notes)
+    assert any("eval settings or device differ" in n for n in result.notes)
+
+
+def test_compare_skips_eval_run_on_another_device() -> None:
+    cpu, gpu = evaluation() | {"device": "cpu"}, evaluation(perplexity=9.0) | {"device": "cuda:0"}
+    assert statuses(bundle(1, eval=cpu), bundle(2, eval=gpu))["perplexity (held-out)"] == "NEW"
 
 
 def test_scaling_efficiency_is_throughput_ratio_over_n() -> None:

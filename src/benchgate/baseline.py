@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benchgate import stats
-from benchgate.files import read_json, write_json
+from benchgate.files import write_json
 from benchgate.results import METRICS_FILE, Bundle, load_bundle
 
 HISTORY_LENGTH = 20
@@ -40,6 +40,8 @@ def save_baseline(run: Bundle, baseline_dir: Path, reason: str) -> Path:
     workload = run.workload
     assert workload is not None, "a loaded bundle always has metrics"
     location = baseline_location(baseline_dir, run.machine_profile, workload)
+    # The previous baseline's history, read (and checked) by the same code that loads any baseline.
+    previous = find_baseline(baseline_dir, run.machine_profile, workload)
     location.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{location.name}.", dir=location.parent))
     try:
@@ -57,7 +59,8 @@ def save_baseline(run: Bundle, baseline_dir: Path, reason: str) -> Path:
             "source": str(run.path.resolve()),
         }
         write_json(staging / "baseline.json", meta)
-        write_json(staging / "history.json", {"runs": _extended_history(location, run, meta)})
+        history = _extended_history(previous.history if previous else [], run, meta)
+        write_json(staging / "history.json", {"runs": history})
         retired = location.with_name(f".{location.name}.old")
         shutil.rmtree(retired, ignore_errors=True)
         if location.exists():
@@ -70,10 +73,9 @@ def save_baseline(run: Bundle, baseline_dir: Path, reason: str) -> Path:
     return location
 
 
-def _extended_history(location: Path, run: Bundle, meta: dict[str, Any]) -> list[dict[str, Any]]:
-    runs: list[dict[str, Any]] = []
-    if (location / "history.json").exists():
-        runs = list(read_json(location / "history.json")["runs"])
+def _extended_history(
+    previous: list[dict[str, Any]], run: Bundle, meta: dict[str, Any]
+) -> list[dict[str, Any]]:
     p50 = {
         str(ws): {
             "tokens_per_s": stats.percentile(m["samples"]["tokens_per_s"], 50),
@@ -81,5 +83,5 @@ def _extended_history(location: Path, run: Bundle, meta: dict[str, Any]) -> list
         }
         for ws, m in run.metrics.items()
     }
-    runs.append({"commit": meta["commit"], "created_unix": meta["created_unix"], "p50": p50})
+    runs = [*previous, {"commit": meta["commit"], "created_unix": meta["created_unix"], "p50": p50}]
     return runs[-HISTORY_LENGTH:]

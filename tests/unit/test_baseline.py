@@ -87,6 +87,16 @@ def test_corrupt_baseline_is_a_baseline_error_naming_the_file(
     assert info.value.exit_code == 2
 
 
+def test_corrupt_history_blocks_promotion_with_a_baseline_error(tmp_path: Path) -> None:
+    save_baseline(load_bundle(write_run(tmp_path / "run")), tmp_path / "store", "test")
+    history = baseline_location(tmp_path / "store", PROFILE, "w") / "history.json"
+    history.write_text('{"runs": [')
+    with pytest.raises(BaselineError, match=r"history\.json"):
+        save_baseline(load_bundle(write_run(tmp_path / "run2")), tmp_path / "store", "test")
+    # The old baseline is untouched and no staging directory is left behind.
+    assert [p.name for p in history.parent.parent.iterdir()] == ["w"]
+
+
 def test_bad_samples_in_a_result_file_are_rejected(tmp_path: Path) -> None:
     run = write_run(tmp_path / "run")
     bad = metrics()

@@ -21,8 +21,14 @@ def benchgate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def gate(tmp_path: Path, out: str, *args: str) -> subprocess.CompletedProcess[str]:
+    # sleepy's step is a sleep, which does not slow down with the host: the drift reference (which
+    # assumes CPU-bound steps) would mis-correct it on a loaded machine, so these runs turn it off.
+    config = tmp_path / "sleepy.toml"
+    config.write_text("[bench]\ndrift_reference = false\n")
     return benchgate(
         "run",
+        "--config",
+        str(config),
         "--workload",
         "bg_test_workloads:sleepy",
         "--world-sizes",

@@ -7,6 +7,12 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt
 STAMP := $(VENV)/.installed
 ARGS ?=
+IMAGE_REPOSITORY ?= ghcr.io/benchgate/bench
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' src/benchgate/__init__.py)
+# COMMIT and BRANCH reach the CLI through the environment, never through the recipe's shell text:
+# `make submit COMMIT='$$(touch x)'` must be rejected as a bad SHA, not run.
+export BENCHGATE_COMMIT := $(value COMMIT)
+export BENCHGATE_SUBMIT_BRANCH := $(value BRANCH)
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -30,6 +36,16 @@ lint: $(STAMP) ## ruff and mypy
 	$(VENV)/bin/ruff check src tests benchmarks scripts
 	$(VENV)/bin/mypy
 
+compile: $(STAMP) ## Compile pipelines/benchgate.yaml and components/*.yaml (committed; a test checks them)
+	PYTHONHASHSEED=0 BENCHGATE_IMAGE_REPOSITORY=$(IMAGE_REPOSITORY) $(VENV)/bin/benchgate compile
+
+submit: $(STAMP) ## Run the pipeline on KFP for COMMIT=<sha> [BRANCH=main] and exit with its verdict (KFP_HOST, KFP_TOKEN)
+	$(VENV)/bin/benchgate submit --commit "$$BENCHGATE_COMMIT" --branch "$$BENCHGATE_SUBMIT_BRANCH" $(ARGS)
+
+images: ## Build the bench image (needs a Docker engine)
+	@command -v docker >/dev/null || { echo "make images: no docker here; build images/bench/Dockerfile where a Docker engine runs" >&2; exit 2; }
+	docker build -f images/bench/Dockerfile -t $(IMAGE_REPOSITORY):$(VERSION) .
+
 shard: $(STAMP) ## Regenerate the bundled eval shard from its seed
 	$(PY) scripts/make_shard.py
 
@@ -42,4 +58,4 @@ benchmarks: $(STAMP) ## Measure benchgate itself (overhead, noise, false alarms,
 clean: ## Remove results and caches (keeps .venv and baselines)
 	rm -rf benchgate-out .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install bench test lint shard benchmarks clean
+.PHONY: help install bench test lint compile submit images shard benchmarks clean

@@ -2,7 +2,7 @@
 
 Promotes `--history` baseline runs first (the run-to-run noise floor), then runs the bench `--runs`
 times with unchanged code and compares each with the baseline as the gate does: a timing FAIL is
-confirmed by re-running that world size (runner.stage_confirm). Verdicts are counted before and after
+confirmed by re-running that world size (stages.stage_confirm). Verdicts are counted before and after
 that confirmation. Target: 0 FAIL with the shipped gate.
 
     python benchmarks/false_alarms.py [--runs 10] [--history 3] [--steps 60]
@@ -15,13 +15,13 @@ import collections
 import tempfile
 from pathlib import Path
 
-from benchgate.baseline import find_baseline, save_baseline
-from benchgate.compare import compare, timing_failures
+from benchgate.baseline import save_baseline
+from benchgate.compare import timing_failures
 from benchgate.config import RunConfig, load_config
 from benchgate.errors import BenchgateError
 from benchgate.launch import run_bench
 from benchgate.results import load_bundle
-from benchgate.runner import SilentReporter, stage_confirm, stage_env
+from benchgate.stages import stage_compare, stage_confirm, stage_env
 
 
 def bench_run(config: RunConfig, directory: Path) -> None:
@@ -36,12 +36,17 @@ def main() -> None:
     parser.add_argument("--history", type=int, default=3)
     parser.add_argument("--steps", type=int, default=60)
     args = parser.parse_args()
-    config = load_config(overrides={"bench.workload_args": {"size": "tiny"}, "bench.steps": args.steps})
-    tol = config.gate.tolerances
     shipped: collections.Counter[str] = collections.Counter()
     before: collections.Counter[str] = collections.Counter()
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "baselines"
+        config = load_config(
+            overrides={
+                "bench.workload_args": {"size": "tiny"},
+                "bench.steps": args.steps,
+                "gate.baseline_dir": store,
+            }
+        )
         for i in range(args.history):
             bench_run(config, Path(tmp) / f"base{i}")
             save_baseline(load_bundle(Path(tmp) / f"base{i}"), store, "benchmark history")
@@ -53,15 +58,10 @@ def main() -> None:
                 shipped["run failed"] += 1
                 print(f"A/A {i}: run failed: {str(e).splitlines()[0]}", flush=True)
                 continue
-            current = load_bundle(run_dir)
-            baseline = find_baseline(store, current.machine_profile, "gpt-tiny")
+            first, _, baseline = stage_compare(config, run_dir)
             assert baseline is not None
-            first = compare(baseline, current, tol)
-            result = (
-                stage_confirm(config, run_dir, first, baseline, SilentReporter())
-                if timing_failures(first)
-                else first
-            )
+            failing = timing_failures(first)
+            result = stage_confirm(config, run_dir, failing) if failing else first
             shipped[result.verdict] += 1
             before[first.verdict] += 1
             worst = {

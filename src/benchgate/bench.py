@@ -30,10 +30,11 @@ from benchgate.env import capture_environment
 from benchgate.errors import BenchgateError, RunFailedError
 from benchgate.files import write_json
 from benchgate.flops import lookup_peak, mfu
-from benchgate.training import Trainer, build_trainer, resolve_device, resolve_precision, resolve_threads
+from benchgate.launch import resolve_threads
+from benchgate.progress import PROGRESS_PREFIX
+from benchgate.training import Trainer, build_trainer, resolve_device, resolve_precision
 from benchgate.workloads.base import load_workload
 
-PROGRESS_PREFIX = "benchgate:progress"
 SCHEMA_VERSION = 1
 
 
@@ -135,7 +136,7 @@ def run_worker(config: RunConfig, out: Path) -> dict[str, Any] | None:
     bench = config.bench
     device = resolve_device(bench.device, local_rank)
     precision = resolve_precision(bench.precision, device)
-    threads = resolve_threads(bench.threads_per_rank, device, world_size)
+    threads = resolve_threads(bench.threads_per_rank, device.type, world_size)
     torch.set_num_threads(threads)
     if device.type == "cuda":
         torch.cuda.set_device(device)

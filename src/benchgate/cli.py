@@ -6,6 +6,8 @@ Exit codes: 0 pass (or warn), 1 regression (FAIL), 2 bad input or config, 3 the 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -28,9 +30,10 @@ from benchgate.config import load_config
 from benchgate.env import capture_environment
 from benchgate.errors import EXIT_BAD_INPUT, EXIT_RUN_FAILED, BenchgateError, ConfigError
 from benchgate.files import write_json
-from benchgate.report import markdown, print_verdict
+from benchgate.kfp.local_run import run_gate
+from benchgate.report import print_verdict
 from benchgate.results import Bundle, load_bundle
-from benchgate.runner import run_gate, stage_env
+from benchgate.stages import stage_env
 
 app = typer.Typer(
     help="Benchmark PyTorch training and gate regressions against a per-machine-profile baseline.",
@@ -48,12 +51,12 @@ def _fail(exc: BenchgateError) -> NoReturn:
     raise typer.Exit(exc.exit_code)
 
 
-def _parse_workload_args(pairs: list[str]) -> dict[str, Any]:
+def _parse_pairs(pairs: list[str], flag: str) -> dict[str, Any]:
     parsed: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
-            raise ConfigError(f"--workload-arg: got {pair!r}, expected KEY=VALUE")
+            raise ConfigError(f"{flag}: got {pair!r}, expected KEY=VALUE")
         try:
             parsed[key] = json.loads(raw)  # numbers and booleans keep their type
         except json.JSONDecodeError:
@@ -112,12 +115,17 @@ def run(
     eval_: Annotated[bool | None, typer.Option("--eval/--no-eval", help="Run the eval stage.")] = None,
     trace: Annotated[bool | None, typer.Option("--trace/--no-trace", help="Record a profiler trace.")] = None,
     timeout_s: Annotated[float | None, typer.Option(help="Collective timeout per rank, seconds.")] = None,
+    commit: Annotated[
+        str, typer.Option(help="Benchmark this full SHA of --repository instead of the code importable here.")
+    ] = "",
+    repository: Annotated[str, typer.Option(help="git URL of the code under test (with --commit).")] = "",
+    branch: Annotated[str, typer.Option(help="The commit's branch (with --commit).")] = "",
 ) -> None:
-    """Run the whole gate: env, bench at each world size, eval, trace, compare."""
+    """Run the whole gate locally: the benchgate pipeline, through kfp.local."""
     try:
         overrides: dict[str, Any] = {
             "bench.workload": workload,
-            "bench.workload_args": _parse_workload_args(workload_arg) if workload_arg else None,
+            "bench.workload_args": _parse_pairs(workload_arg, "--workload-arg") if workload_arg else None,
             "bench.steps": steps,
             "bench.warmup": warmup,
             "bench.world_sizes": _parse_world_sizes(world_sizes),
@@ -141,12 +149,12 @@ def run(
             console=console,
             transient=False,
         ) as progress:
-            outcome = run_gate(cfg, RichReporter(progress))
+            outcome = run_gate(cfg, RichReporter(progress), commit, repository, branch)
     except BenchgateError as exc:
         _fail(exc)
     print_verdict(outcome.comparison, console)
-    (outcome.out_dir / "compare.md").write_text(markdown(outcome.comparison), encoding="utf-8")
     console.print(f"results: {outcome.out_dir}/  (compare.json, metrics-ws*.json, eval.json, trace/)")
+    console.print(f"pipeline run: {outcome.pipeline_dir}  (log: {outcome.out_dir}/logs/pipeline.log)")
     if outcome.baseline_written:
         console.print(f"baseline written: {outcome.baseline_written}")
     raise typer.Exit(outcome.comparison.exit_code)
@@ -181,6 +189,80 @@ def compare(
         _fail(exc)
     print_verdict(comparison, console)
     raise typer.Exit(comparison.exit_code)
+
+
+def _default_repository() -> str:
+    """BENCHGATE_REPOSITORY, else the origin of the checkout we are in (what CI usually benchmarks)."""
+    from_env = os.environ.get("BENCHGATE_REPOSITORY", "")
+    if from_env:
+        return from_env
+    try:
+        done = subprocess.run(
+            ["git", "remote", "get-url", "origin"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+@app.command()
+def submit(
+    commit: Annotated[str, typer.Option(help="Full SHA of the commit to benchmark (40 hex digits).")] = "",
+    repository: Annotated[
+        str | None,
+        typer.Option(help="git URL of the code under test [default: $BENCHGATE_REPOSITORY or origin]"),
+    ] = None,
+    branch: Annotated[
+        str | None,
+        typer.Option(help="The commit's branch; baselines update on main [default: $BENCHGATE_BRANCH]"),
+    ] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option("--param", help="KEY=VALUE pipeline parameter, e.g. world_size_n=8; repeatable."),
+    ] = None,
+    experiment: Annotated[str, typer.Option(envvar="KFP_EXPERIMENT", help="KFP experiment.")] = "benchgate",
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Follow the run to its verdict.")] = True,
+    timeout_s: Annotated[float, typer.Option(help="Longest wait for the run, seconds.")] = 3600.0,
+    poll_s: Annotated[float, typer.Option(help="Seconds between status checks while waiting.")] = 15.0,
+) -> None:
+    """Run the pipeline on a KFP cluster (KFP_HOST, KFP_TOKEN) and exit with the gate's exit code."""
+    from benchgate.kfp.submit import build_arguments, connection_from_env, pipeline_parameter_names
+    from benchgate.kfp.submit import submit as submit_run
+    from benchgate.source import validate_commit
+
+    try:
+        validate_commit(commit, "--commit")  # first, before anything reads the environment or the network
+        arguments = build_arguments(
+            commit,
+            repository if repository is not None else _default_repository(),
+            branch or os.environ.get("BENCHGATE_BRANCH", ""),
+            _parse_pairs(param or [], "--param"),
+            pipeline_parameter_names(),
+        )
+        conn = connection_from_env(os.environ)
+        outcome = submit_run(
+            arguments, conn, experiment, wait=wait, timeout_s=timeout_s, poll_s=poll_s, say=console.print
+        )
+    except BenchgateError as exc:
+        _fail(exc)
+    if outcome.state:
+        console.print(f"run {outcome.run_name}: {outcome.state}: {outcome.message}")
+    elif outcome.message:
+        console.print(outcome.message)
+    raise typer.Exit(outcome.exit_code)
+
+
+@app.command(name="compile")
+def compile_(
+    root: Annotated[
+        Path, typer.Option(help="Repository root to write pipelines/ and components/ under.")
+    ] = Path("."),
+) -> None:
+    """Compile the pipeline and components to YAML (pipelines/benchgate.yaml, components/*.yaml)."""
+    from benchgate.kfp.compile import compile_all
+
+    for path in compile_all(root):
+        console.print(str(path))
 
 
 @app.command()

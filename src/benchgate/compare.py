@@ -91,6 +91,17 @@ class Comparison:
             "checks": [asdict(c) for c in self.checks],
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Comparison:
+        """The inverse of to_dict: a pipeline task reads the comparison an earlier task wrote."""
+        return cls(
+            data["machine_profile"],
+            data["workload"],
+            data["baseline_path"],
+            [Check(**c) for c in data["checks"]],
+            list(data["notes"]),
+        )
+
 
 def noise_bound(history: list[float], confidence: float, higher_is_better: bool) -> float | None:
     """One-sided prediction bound for the next run's p50 given earlier runs' p50s; None if too few."""

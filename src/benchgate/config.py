@@ -139,11 +139,19 @@ class GateConfig(_Model):
     )
 
 
+class TrackingConfig(_Model):
+    uri: str = Field(
+        "",
+        description="MLflow tracking URI for this run's records (empty: MLFLOW_TRACKING_URI, or local).",
+    )
+
+
 class RunConfig(_Model):
     bench: BenchConfig = Field(default_factory=BenchConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     trace: TraceConfig = Field(default_factory=TraceConfig)
     gate: GateConfig = Field(default_factory=GateConfig)
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig)
     out: Path = Field(Path("benchgate-out"), description="Directory for this run's result files.")
 
 

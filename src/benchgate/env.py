@@ -22,8 +22,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import torch
-
 import benchgate
 
 _NOISE_WORDS = re.compile(r"\(R\)|\(TM\)|\bCPU\b|\bProcessor\b|\b\d+-Core\b|@.*$|\bNVIDIA\b", re.IGNORECASE)
@@ -85,10 +83,10 @@ def _git(args: list[str], cwd: Path) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def capture_git(cwd: Path) -> dict[str, Any]:
+def capture_git(cwd: Path, branch: str | None = None) -> dict[str, Any]:
     """Commit, branch and dirty state of the code under test; CI may override the branch (detached HEAD)."""
     commit = _git(["rev-parse", "HEAD"], cwd)
-    branch = os.environ.get("BENCHGATE_BRANCH") or _git(["rev-parse", "--abbrev-ref", "HEAD"], cwd)
+    branch = branch or os.environ.get("BENCHGATE_BRANCH") or _git(["rev-parse", "--abbrev-ref", "HEAD"], cwd)
     status = _git(["status", "--porcelain", "--untracked-files=no"], cwd)
     return {
         "commit": commit,
@@ -97,8 +95,14 @@ def capture_git(cwd: Path) -> dict[str, Any]:
     }
 
 
-def capture_environment(cwd: Path | None = None) -> dict[str, Any]:
-    """Everything that can change a benchmark's numbers, plus the machine profile derived from it."""
+def capture_environment(cwd: Path | None = None, branch: str | None = None) -> dict[str, Any]:
+    """Everything that can change a benchmark's numbers, plus the machine profile derived from it.
+
+    `cwd` is the checkout of the code under test; `branch` overrides what git says (CI checks out a
+    detached HEAD).
+    """
+    import torch  # here, not at the top: light pipeline tasks import this module without needing torch
+
     cuda_ok = torch.cuda.is_available()
     gpus = []
     if cuda_ok:
@@ -124,7 +128,7 @@ def capture_environment(cwd: Path | None = None) -> dict[str, Any]:
         },
         "cpu": {"model": _cpu_model(), "usable_cores": usable_cpu_cores(), "logical_cores": os.cpu_count()},
         "gpu": {"count": len(gpus), "devices": gpus, "driver": _driver_version() if gpus else None},
-        "git": capture_git(Path(cwd or Path.cwd())),
+        "git": capture_git(Path(cwd or Path.cwd()), branch),
     }
     env["machine_profile"] = machine_profile(env)
     return env

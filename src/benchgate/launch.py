@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -17,30 +18,54 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psutil
-import torch
 
-from benchgate.bench import PROGRESS_PREFIX
 from benchgate.config import RunConfig
 from benchgate.env import usable_cpu_cores
 from benchgate.errors import EXIT_BAD_INPUT, BadInputError, ConfigError, RunFailedError
 from benchgate.files import read_json, write_json
-from benchgate.training import resolve_device, resolve_threads
+from benchgate.progress import PROGRESS_PREFIX
 
 ProgressCallback = Callable[[int, int], None]
 
 
-def default_world_sizes(device: str) -> list[int]:
-    if device != "cpu" and torch.cuda.is_available():
-        n = torch.cuda.device_count()
-        return [1, n] if n > 1 else [1]
+def visible_gpus() -> int:
+    """CUDA devices this process can use.
+
+    torch is imported here, not at the top, and only where an NVIDIA driver exists: a pipeline task that
+    launches torchrun (the count comes from env.json) and `benchgate run` on a laptop never pay ~2 s for it.
+    """
+    if not Path("/proc/driver/nvidia").exists() and shutil.which("nvidia-smi") is None:
+        return 0  # torch reaches CUDA devices only through the NVIDIA driver
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def uses_cuda(device: str, gpus: int) -> bool:
+    return device == "cuda" or (device == "auto" and gpus > 0)
+
+
+def resolve_threads(requested: int | None, device_type: str, world_size: int) -> int:
+    if requested:
+        return requested
+    if device_type == "cuda":
+        return max(1, usable_cpu_cores() // world_size)
+    # On CPU a rank stands for one device: one thread each, so ws=1 and ws=N give every rank the same
+    # resources and tokens/s(N) / (N x tokens/s(1)) means what it means on GPUs.
+    return 1
+
+
+def default_world_sizes(device: str, gpus: int) -> list[int]:
+    if uses_cuda(device, gpus):
+        return [1, gpus] if gpus > 1 else [1]
     return [1, 2]
 
 
-def check_world_size(world_size: int, device: str) -> None:
-    if device != "cpu" and torch.cuda.is_available():
-        available, what = torch.cuda.device_count(), "CUDA devices"
-    elif device == "cuda":
+def check_world_size(world_size: int, device: str, gpus: int) -> None:
+    if device == "cuda" and gpus == 0:
         raise ConfigError("bench.device: got 'cuda' but torch sees no CUDA device")
+    if uses_cuda(device, gpus):
+        available, what = gpus, "CUDA devices"
     else:
         available, what = usable_cpu_cores(), "usable CPU cores"
     if world_size > available:
@@ -54,10 +79,18 @@ def metrics_path(out_dir: Path, world_size: int) -> Path:
 
 
 def run_bench(
-    config: RunConfig, world_size: int, out_dir: Path, on_progress: ProgressCallback | None = None
+    config: RunConfig,
+    world_size: int,
+    out_dir: Path,
+    on_progress: ProgressCallback | None = None,
+    gpus: int | None = None,
 ) -> Path:
-    """Run the benchmark at `world_size` under torchrun; returns the metrics file rank 0 wrote."""
-    check_world_size(world_size, config.bench.device)
+    """Run the benchmark at `world_size` under torchrun; returns the metrics file rank 0 wrote.
+
+    `gpus` is the host's CUDA device count when the caller knows it (from env.json); else torch is asked.
+    """
+    gpus = visible_gpus() if gpus is None else gpus
+    check_world_size(world_size, config.bench.device, gpus)
     out_dir.mkdir(parents=True, exist_ok=True)
     config_path = write_json(out_dir / "config.json", config.model_dump(mode="json"))
     errors_dir = out_dir / "errors" / f"ws{world_size}"
@@ -67,7 +100,8 @@ def run_bench(
     log_path.parent.mkdir(parents=True, exist_ok=True)
     out = metrics_path(out_dir, world_size)
     out.unlink(missing_ok=True)
-    threads = resolve_threads(config.bench.threads_per_rank, resolve_device(config.bench.device), world_size)
+    device_type = "cuda" if uses_cuda(config.bench.device, gpus) else "cpu"
+    threads = resolve_threads(config.bench.threads_per_rank, device_type, world_size)
     cmd = [
         sys.executable,
         "-m",

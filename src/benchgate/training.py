@@ -13,7 +13,6 @@ import torch
 from torch import nn
 from torch.profiler import record_function
 
-from benchgate.env import usable_cpu_cores
 from benchgate.workloads.base import Workload
 
 RANGES = ("data", "forward", "loss", "backward", "optimizer_step")
@@ -23,16 +22,6 @@ def resolve_device(requested: str, local_rank: int = 0) -> torch.device:
     if requested == "cuda" or (requested == "auto" and torch.cuda.is_available()):
         return torch.device("cuda", local_rank)
     return torch.device("cpu")
-
-
-def resolve_threads(requested: int | None, device: torch.device, world_size: int) -> int:
-    if requested:
-        return requested
-    if device.type == "cuda":
-        return max(1, usable_cpu_cores() // world_size)
-    # On CPU a rank stands for one device: one thread each, so ws=1 and ws=N give every rank the same
-    # resources and tokens/s(N) / (N x tokens/s(1)) means what it means on GPUs.
-    return 1
 
 
 def resolve_precision(requested: str, device: torch.device) -> str:

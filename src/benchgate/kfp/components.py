@@ -1,0 +1,141 @@
+"""The gate's KFP components: lightweight Python components, each a two-line body over one task function.
+
+KFP ships a component's function source to the pod and runs it there, so a body must be self-contained:
+it imports benchgate inside (the bench image has it installed, and kfp.local runs it in this
+environment) and hands its artifact paths to `benchgate.kfp.tasks`. Every figure and decision lives
+there and in the core; nothing here needs a test of its own beyond the pipeline's.
+
+The image is benchgate's bench image at this version (images/bench/Dockerfile), so a compiled pipeline
+always runs the benchgate it was compiled from. `install_kfp_package=False`: the image carries the
+pinned kfp, and a pod needs no network to start.
+"""
+
+import os
+from typing import NamedTuple
+
+from kfp import dsl
+from kfp.dsl import Artifact, Input, Markdown, Metrics, Output
+
+from benchgate import __version__
+
+BENCH_IMAGE_REPOSITORY = os.environ.get("BENCHGATE_IMAGE_REPOSITORY", "ghcr.io/benchgate/bench")
+BENCH_IMAGE = f"{BENCH_IMAGE_REPOSITORY}:{__version__}"
+
+component = dsl.component(base_image=BENCH_IMAGE, install_kfp_package=False)
+
+
+@component
+def capture_env(
+    config: dict,
+    workload: str,
+    workload_args: dict,
+    world_size_n: int,
+    steps: int,
+    warmup: int,
+    tolerances: dict,
+    update_baseline: str,
+    baseline_dir: str,
+    mlflow_tracking_uri: str,
+    repository: str,
+    commit: str,
+    branch: str,
+    setup: Output[Artifact],
+) -> None:
+    """Validate the run's parameters into config.json and capture env.json and the machine profile."""
+    from benchgate.kfp.tasks import env_task
+
+    parameters = {
+        "config": config,
+        "workload": workload,
+        "workload_args": workload_args,
+        "world_size_n": world_size_n,
+        "steps": steps,
+        "warmup": warmup,
+        "tolerances": tolerances,
+        "update_baseline": update_baseline,
+        "baseline_dir": baseline_dir,
+        "mlflow_tracking_uri": mlflow_tracking_uri,
+    }
+    env_task(parameters, repository, commit, branch, setup.path)
+
+
+@component
+def bench(
+    setup: Input[Artifact],
+    world_size: int,
+    skip_if_one: bool,
+    results: Output[Artifact],
+    figures: Output[Metrics],
+) -> None:
+    """Benchmark training at one world size under torchrun (per-step samples, p50/p90, MFU, memory)."""
+    from benchgate.kfp.tasks import bench_task
+
+    bench_task(setup.path, world_size, skip_if_one, results.path, figures)
+
+
+@component
+def evaluate(setup: Input[Artifact], results: Output[Artifact], figures: Output[Metrics]) -> None:
+    """Deterministic eval on the bundled shard: perplexity and task probes."""
+    from benchgate.kfp.tasks import eval_task
+
+    eval_task(setup.path, results.path, figures)
+
+
+@component
+def trace(setup: Input[Artifact], trace: Output[Artifact]) -> None:
+    """A torch.profiler trace of a few steps, for TensorBoard (torch-tb-profiler)."""
+    from benchgate.kfp.tasks import trace_task
+
+    trace_task(setup.path, trace.path)
+
+
+@component
+def compare(
+    setup: Input[Artifact],
+    bench_1: Input[Artifact],
+    bench_n: Input[Artifact],
+    evaluation: Input[Artifact],
+    results: Output[Artifact],
+    verdict: Output[Markdown],
+    figures: Output[Metrics],
+) -> NamedTuple("CompareOutputs", [("verdict", str), ("confirm_world_sizes", str)]):  # type: ignore[valid-type]
+    """Compare the run with the baseline of its machine profile: PASS / WARN / FAIL per check."""
+    from collections import namedtuple
+
+    from benchgate.kfp.tasks import compare_task
+
+    outcome, confirm = compare_task(
+        setup.path, [bench_1.path, bench_n.path], evaluation.path, results.path, verdict.path, figures
+    )
+    CompareOutputs = namedtuple("CompareOutputs", ["verdict", "confirm_world_sizes"])
+    return CompareOutputs(outcome, confirm)
+
+
+@component
+def confirm(
+    setup: Input[Artifact],
+    compared: Input[Artifact],
+    world_sizes: str,
+    gpus: int,
+    accelerator_type: str,
+    results: Output[Artifact],
+    verdict: Output[Markdown],
+    figures: Output[Metrics],
+) -> str:
+    """Re-run the world sizes whose timing FAILed; a FAIL stands only where it repeats."""
+    from benchgate.kfp.tasks import confirm_task
+
+    return confirm_task(
+        setup.path, compared.path, world_sizes, gpus, accelerator_type, results.path, verdict.path, figures
+    )
+
+
+@component
+def gate(setup: Input[Artifact], results: Input[Artifact], summary: Output[Artifact]) -> None:
+    """Update the baseline as the policy says; fail the run on a FAIL verdict."""
+    from benchgate.kfp.tasks import gate_task
+
+    gate_task(setup.path, results.path, summary.path)
+
+
+ALL = (capture_env, bench, evaluate, trace, compare, confirm, gate)

@@ -1,0 +1,79 @@
+"""Pipeline parameters <-> RunConfig: the one place that maps what a KFP user fills in onto the config.
+
+The pipeline exposes the settings people change per run as parameters of their own (commit, workload,
+N, steps, tolerances, ...) and takes everything else as `config`, a dict shaped like the TOML file.
+The named parameters win over `config`. `benchgate run` goes the other way: it turns a validated
+RunConfig into arguments, so a local run and a cluster run are described by the same values.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from benchgate.config import RunConfig, parse_config
+from benchgate.errors import ConfigError
+
+# The baseline store on a cluster: a PersistentVolumeClaim mounted here (see pipeline.py).
+CLUSTER_BASELINE_MOUNT = "/mnt/benchgate"
+CLUSTER_BASELINE_DIR = f"{CLUSTER_BASELINE_MOUNT}/baselines"
+
+
+def world_sizes_for(n: int) -> list[int]:
+    return [1] if n == 1 else [1, n]
+
+
+def config_from_parameters(
+    config: dict[str, Any],
+    *,
+    workload: str,
+    workload_args: dict[str, Any],
+    world_size_n: int,
+    steps: int,
+    warmup: int,
+    tolerances: dict[str, Any],
+    update_baseline: str,
+    baseline_dir: str,
+    mlflow_tracking_uri: str,
+) -> RunConfig:
+    """Merge the named pipeline parameters over `config` and validate the result once."""
+    data = copy.deepcopy(config)
+    bench = data.setdefault("bench", {})
+    gate = data.setdefault("gate", {})
+    if world_size_n < 1:
+        raise ConfigError(f"world_size_n: got {world_size_n} (must be >= 1)")
+    bench.update(
+        workload=workload,
+        workload_args=workload_args,
+        world_sizes=world_sizes_for(int(world_size_n)),
+        steps=steps,
+        warmup=warmup,
+    )
+    gate["tolerances"] = {**gate.get("tolerances", {}), **tolerances}
+    gate.update(update_baseline=update_baseline, baseline_dir=baseline_dir)
+    if mlflow_tracking_uri:
+        data.setdefault("tracking", {})["uri"] = mlflow_tracking_uri
+    return parse_config(data)
+
+
+def parameters_from_config(config: RunConfig, world_sizes: list[int]) -> dict[str, Any]:
+    """Pipeline arguments that describe `config` (world sizes already resolved for this machine)."""
+    if world_sizes not in ([1], [1, max(world_sizes)]):
+        raise ConfigError(
+            f"bench.world_sizes: got {world_sizes} (the pipeline runs ws=1 and one larger ws=N: "
+            "use [1] or [1, N])"
+        )
+    # KFP parameters cannot hold null; a None field means "the default", so dropping it changes nothing.
+    dumped = config.model_dump(mode="json", exclude_none=True)
+    return {
+        "config": dumped,
+        "workload": config.bench.workload,
+        "workload_args": dict(config.bench.workload_args),
+        "world_size_n": max(world_sizes),
+        "steps": config.bench.steps,
+        "warmup": config.bench.warmup,
+        "tolerances": dumped["gate"]["tolerances"],
+        "update_baseline": config.gate.update_baseline,
+        "baseline_dir": str(config.gate.baseline_dir.resolve()),
+        "mlflow_tracking_uri": config.tracking.uri,
+    }

@@ -1,0 +1,137 @@
+"""The `benchgate` pipeline: the gate as KFP tasks. `benchgate run` runs this same definition locally.
+
+    capture-env ─► bench ws=1 ─► bench ws=N ─┬─► evaluate ─┐
+                                             └─► trace     ├─► compare ─┬─ nothing to confirm ─► gate
+                                                           │            └─ timing FAIL ─► confirm ─► gate
+
+Why this shape:
+- The benches run one after the other, and eval and trace after them: tasks sharing a GPU node while
+  one of them is timed would make the timing measure the neighbour.
+- capture-env asks for N GPUs on the GPU pool, so the machine profile it records (GPU model *and count*,
+  driver, CUDA, NCCL) is that of the machine the ws=N bench runs on, not of some CPU node.
+- A timing FAIL is repeated once by `confirm` before it counts (gate.confirm_failures): one noisy run
+  on a shared node is not a regression. Both branches end in `gate`, which fails the run on FAIL so the
+  KFP UI shows it red, after `compare` has already published the verdict table.
+- Nothing is cached: a cached bench would report an old commit's timings.
+
+Platform settings come from parameters (kfp-kubernetes): the accelerator resource and count, the GPU
+pool's node selector and tolerations, the MLflow credentials secret (optional: the run starts without
+it) and the PersistentVolumeClaim that holds the baseline store.
+"""
+
+from kfp import dsl, kubernetes
+
+from benchgate.config import DEFAULT_WORKLOAD
+from benchgate.kfp import components as c
+from benchgate.kfp.params import CLUSTER_BASELINE_DIR, CLUSTER_BASELINE_MOUNT
+
+PIPELINE_NAME = "benchgate"
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+MLFLOW_SECRET_KEYS = {
+    "username": "MLFLOW_TRACKING_USERNAME",
+    "password": "MLFLOW_TRACKING_PASSWORD",
+    "token": "MLFLOW_TRACKING_TOKEN",
+}
+
+
+@dsl.pipeline(
+    name=PIPELINE_NAME,
+    description="Benchmark PyTorch training at ws=1 and ws=N, evaluate, trace, and gate regressions "
+    "against the baseline of the same machine profile.",
+)
+def benchgate_pipeline(
+    commit: str = "",
+    repository: str = "",
+    branch: str = "",
+    workload: str = DEFAULT_WORKLOAD,
+    workload_args: dict = {},  # noqa: B006 - KFP reads parameter defaults as literals
+    world_size_n: int = 8,
+    steps: int = 60,
+    warmup: int = 10,
+    tolerances: dict = {},  # noqa: B006
+    update_baseline: str = "auto",
+    baseline_dir: str = CLUSTER_BASELINE_DIR,
+    baseline_pvc: str = "benchgate-baselines",
+    accelerator_type: str = "nvidia.com/gpu",
+    gpu_node_selector: dict = {},  # noqa: B006
+    gpu_tolerations: list = [GPU_TOLERATION],  # noqa: B006
+    mlflow_tracking_uri: str = "",
+    mlflow_secret: str = "benchgate-mlflow",
+    config: dict = {},  # noqa: B006
+) -> None:
+    """commit: full SHA of `repository` to benchmark (empty: the code in the image). branch: the
+    commit's branch (baselines update on main). world_size_n: GPUs of the ws=N task. config: any other
+    benchgate setting, shaped like the TOML file; the named parameters win."""
+
+    def on_gpus(task: dsl.PipelineTask, count: object) -> dsl.PipelineTask:
+        task.set_accelerator_type(accelerator_type).set_accelerator_limit(count)
+        kubernetes.add_node_selector_json(task, gpu_node_selector)
+        kubernetes.add_toleration_json(task, gpu_tolerations)
+        return task
+
+    def common(task: dsl.PipelineTask, name: str) -> dsl.PipelineTask:
+        task.set_display_name(name).set_caching_options(False)
+        kubernetes.use_secret_as_env(task, mlflow_secret, MLFLOW_SECRET_KEYS, optional=True)
+        return task
+
+    def with_baselines(task: dsl.PipelineTask) -> dsl.PipelineTask:
+        kubernetes.mount_pvc(task, baseline_pvc, CLUSTER_BASELINE_MOUNT)
+        return task
+
+    env = c.capture_env(
+        config=config,
+        workload=workload,
+        workload_args=workload_args,
+        world_size_n=world_size_n,
+        steps=steps,
+        warmup=warmup,
+        tolerances=tolerances,
+        update_baseline=update_baseline,
+        baseline_dir=baseline_dir,
+        mlflow_tracking_uri=mlflow_tracking_uri,
+        repository=repository,
+        commit=commit,
+        branch=branch,
+    )
+    on_gpus(common(env, "env"), world_size_n)
+    setup = env.outputs["setup"]
+
+    bench_1 = on_gpus(common(c.bench(setup=setup, world_size=1, skip_if_one=False), "bench ws=1"), 1)
+    bench_n = on_gpus(
+        common(c.bench(setup=setup, world_size=world_size_n, skip_if_one=True), "bench ws=N"), world_size_n
+    ).after(bench_1)
+    evaluation = on_gpus(common(c.evaluate(setup=setup), "eval"), 1).after(bench_n)
+    on_gpus(common(c.trace(setup=setup), "trace"), 1).after(bench_n)
+
+    compared = with_baselines(
+        common(
+            c.compare(
+                setup=setup,
+                bench_1=bench_1.outputs["results"],
+                bench_n=bench_n.outputs["results"],
+                evaluation=evaluation.outputs["results"],
+            ),
+            "compare",
+        )
+    )
+    with dsl.If(compared.outputs["confirm_world_sizes"] == "", name="verdict final"):
+        with_baselines(common(c.gate(setup=setup, results=compared.outputs["results"]), "gate"))
+    with dsl.Else(name="timing FAIL to confirm"):
+        confirmed = with_baselines(
+            on_gpus(
+                common(
+                    c.confirm(
+                        setup=setup,
+                        compared=compared.outputs["results"],
+                        world_sizes=compared.outputs["confirm_world_sizes"],
+                        # KFP 2.17 threads a pipeline parameter into a condition's sub-DAG only when a
+                        # component input uses it; the accelerator settings below need these two.
+                        gpus=world_size_n,
+                        accelerator_type=accelerator_type,
+                    ),
+                    "confirm",
+                ),
+                world_size_n,
+            )
+        )
+        with_baselines(common(c.gate(setup=setup, results=confirmed.outputs["results"]), "gate (confirmed)"))

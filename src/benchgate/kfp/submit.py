@@ -1,0 +1,249 @@
+"""`benchgate submit` / `make submit COMMIT=sha`: run the pipeline on a KFP cluster and exit with its verdict.
+
+Connection comes from the environment, as in any CI job:
+
+    KFP_HOST                      the KFP API endpoint, e.g. https://kfp.example.com/pipeline (required)
+    KFP_TOKEN                     a bearer token; else the in-cluster service-account token from
+                                  KF_PIPELINES_SA_TOKEN_PATH
+                                  (default /var/run/secrets/kubeflow/pipelines/token)
+    KF_PIPELINES_UI_ENDPOINT      base URL of the UI for printed links (default: KFP_HOST)
+
+Exactly-once on retry: the run name is derived from the commit and every argument, and an existing run of
+that name in the experiment is attached to instead of submitting another. A CI job that times out and is
+retried therefore waits on the same run.
+
+Exit codes: 0 the gate passed (or warned), 1 the gate task failed (a regression), 2 bad input (COMMIT,
+missing KFP_HOST, a token the server refuses, an unknown parameter), 3 the cluster run failed or
+could not be reached, or the wait timed out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from benchgate.errors import EXIT_PASS, EXIT_REGRESSION, EXIT_RUN_FAILED, ConfigError, RunFailedError
+from benchgate.source import validate_branch, validate_commit, validate_repository
+
+DEFAULT_EXPERIMENT = "benchgate"
+DEFAULT_SA_TOKEN_PATH = "/var/run/secrets/kubeflow/pipelines/token"
+GATE_TASKS = ("gate", "gate (confirmed)")
+TERMINAL = ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED")
+CONNECT_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Connection:
+    host: str
+    token: str | None
+    ui: str
+
+    def run_url(self, run_id: str) -> str:
+        return f"{self.ui.rstrip('/')}/#/runs/details/{run_id}"
+
+
+@dataclass
+class SubmitOutcome:
+    run_id: str
+    run_name: str
+    url: str
+    reused: bool
+    state: str | None = None
+    exit_code: int = EXIT_PASS
+    message: str = ""
+
+
+def connection_from_env(environ: Mapping[str, str]) -> Connection:
+    host = environ.get("KFP_HOST", "").strip()
+    if not host:
+        raise ConfigError(
+            "KFP_HOST: not set (expected the KFP API endpoint, e.g. https://kfp.example.com/pipeline)"
+        )
+    if not host.startswith(("http://", "https://")):
+        raise ConfigError(f"KFP_HOST: got {host!r} (expected an http:// or https:// URL)")
+    token = environ.get("KFP_TOKEN") or None
+    token_path = Path(environ.get("KF_PIPELINES_SA_TOKEN_PATH", DEFAULT_SA_TOKEN_PATH))
+    if token is None and token_path.is_file():
+        token = token_path.read_text(encoding="utf-8").strip() or None
+    return Connection(host.rstrip("/"), token, environ.get("KF_PIPELINES_UI_ENDPOINT") or host)
+
+
+def run_name_for(arguments: Mapping[str, Any]) -> str:
+    """Deterministic: the same commit and arguments give the same name, which makes retries idempotent."""
+    digest = hashlib.sha256(json.dumps(arguments, sort_keys=True).encode()).hexdigest()[:10]
+    return f"benchgate-{str(arguments['commit'])[:12]}-{digest}"
+
+
+def build_arguments(
+    commit: str, repository: str, branch: str, parameters: Mapping[str, Any], known: set[str]
+) -> dict[str, Any]:
+    """Validated pipeline arguments: the code under test plus any named pipeline parameter."""
+    arguments: dict[str, Any] = {
+        "commit": validate_commit(commit),
+        "repository": validate_repository(repository),
+    }
+    if branch:
+        arguments["branch"] = validate_branch(branch)
+    for key, value in parameters.items():
+        if key not in known:
+            raise ConfigError(
+                f"--param: got {key!r}, not a parameter of the pipeline ({', '.join(sorted(known))})"
+            )
+        if key in arguments:
+            raise ConfigError(f"--param: {key!r} has an option of its own (--{key})")
+        arguments[key] = value
+    return arguments
+
+
+def _headers(conn: Connection) -> dict[str, str]:
+    return {"Authorization": f"Bearer {conn.token}"} if conn.token else {}
+
+
+def preflight(conn: Connection) -> None:
+    """One cheap call before anything else, to tell 'unreachable' from 'refused' in plain words."""
+    url = f"{conn.host}/apis/v2beta1/healthz"
+    try:
+        response = requests.get(url, headers=_headers(conn), timeout=CONNECT_TIMEOUT_S)
+    except requests.RequestException as e:
+        raise RunFailedError(f"KFP_HOST: cannot reach {conn.host} ({type(e).__name__}: {e})") from None
+    _raise_for_status(response.status_code, response.text, conn)
+
+
+def _raise_for_status(status: int, body: str, conn: Connection) -> None:
+    if status in (401, 403):
+        which = "KFP_TOKEN" if conn.token else "no token (set KFP_TOKEN)"
+        raise ConfigError(f"KFP at {conn.host} refused the credentials: HTTP {status} with {which}")
+    if status >= 400:
+        raise RunFailedError(f"KFP at {conn.host} answered HTTP {status}: {body[:300]}")
+
+
+class KfpApi:
+    """The few kfp.Client calls submit needs, with KFP's errors turned into benchgate's."""
+
+    def __init__(self, conn: Connection) -> None:
+        import kfp
+
+        self.conn = conn
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore", FutureWarning)  # "only works with KFP v2.0.0-beta.2 and later"
+            self.client = self._call(lambda: kfp.Client(host=conn.host, existing_token=conn.token))
+
+    def _call(self, fn: Callable[[], Any]) -> Any:
+        from kfp_server_api.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):  # kfp prints its own links; we print ours
+                return fn()
+        except ApiException as e:
+            _raise_for_status(int(e.status or 0), str(e.body or e.reason), self.conn)
+            raise RunFailedError(f"KFP at {self.conn.host}: {e.reason}") from None
+        except HTTPError as e:
+            raise RunFailedError(f"KFP_HOST: lost connection to {self.conn.host} ({e})") from None
+
+    def experiment_id(self, name: str) -> str:
+        return str(self._call(lambda: self.client.create_experiment(name)).experiment_id)
+
+    def find_run(self, experiment_id: str, run_name: str) -> str | None:
+        name_filter = json.dumps(
+            {"predicates": [{"operation": "EQUALS", "key": "display_name", "stringValue": run_name}]}
+        )
+        found = self._call(
+            lambda: self.client.list_runs(experiment_id=experiment_id, filter=name_filter, page_size=10)
+        )
+        runs = [r for r in (found.runs or []) if r.display_name == run_name]
+        return str(runs[0].run_id) if runs else None
+
+    def create_run(self, package: Path, arguments: dict[str, Any], run_name: str, experiment_id: str) -> str:
+        result = self._call(
+            lambda: self.client.create_run_from_pipeline_package(
+                str(package),
+                arguments=arguments,
+                run_name=run_name,
+                experiment_id=experiment_id,
+                enable_caching=False,
+            )
+        )
+        return str(result.run_id)
+
+    def run_state(self, run_id: str) -> tuple[str, list[tuple[str, str]]]:
+        run = self._call(lambda: self.client.get_run(run_id))
+        details = getattr(run, "run_details", None)
+        tasks = [
+            (t.display_name or "", t.state or "") for t in (getattr(details, "task_details", None) or [])
+        ]
+        return str(run.state or "PENDING"), tasks
+
+
+def exit_code_for(state: str, tasks: list[tuple[str, str]]) -> tuple[int, str]:
+    if state == "SUCCEEDED":
+        return EXIT_PASS, "the gate passed"
+    failed = [name for name, task_state in tasks if task_state == "FAILED"]
+    if state == "FAILED" and any(name in GATE_TASKS for name in failed):
+        return EXIT_REGRESSION, "the gate found a regression (verdict FAIL); see the compare task's verdict"
+    where = f" (failed: {', '.join(failed)})" if failed else ""
+    return EXIT_RUN_FAILED, f"the run ended {state}{where}"
+
+
+def submit(
+    arguments: dict[str, Any],
+    conn: Connection,
+    experiment: str = DEFAULT_EXPERIMENT,
+    wait: bool = True,
+    timeout_s: float = 3600.0,
+    poll_s: float = 15.0,
+    say: Callable[[str], None] = print,
+) -> SubmitOutcome:
+    """Submit (or re-attach to) the run for `arguments` and, with `wait`, follow it to its verdict."""
+    preflight(conn)
+    api = KfpApi(conn)
+    experiment_id = api.experiment_id(experiment)
+    name = run_name_for(arguments)
+    run_id = api.find_run(experiment_id, name)
+    reused = run_id is not None
+    if run_id is None:
+        from benchgate.kfp.pipeline import benchgate_pipeline
+        from kfp import compiler
+
+        with tempfile.TemporaryDirectory() as tmp:
+            package = Path(tmp) / "benchgate.yaml"
+            compiler.Compiler().compile(benchgate_pipeline, str(package))
+            run_id = api.create_run(package, arguments, name, experiment_id)
+    outcome = SubmitOutcome(run_id, name, conn.run_url(run_id), reused)
+    say(f"{'attached to existing' if reused else 'submitted'} run {name}: {outcome.url}")
+    if not wait:
+        return outcome
+    deadline = time.monotonic() + timeout_s
+    state, tasks = api.run_state(run_id)
+    while state not in TERMINAL:
+        if time.monotonic() >= deadline:
+            outcome.state, outcome.exit_code = state, EXIT_RUN_FAILED
+            outcome.message = (
+                f"still {state} after {timeout_s:g} s; run the same command again to keep waiting "
+                "(it attaches to this run instead of submitting another)"
+            )
+            return outcome
+        time.sleep(poll_s)
+        state, tasks = api.run_state(run_id)
+    outcome.state = state
+    outcome.exit_code, outcome.message = exit_code_for(state, tasks)
+    return outcome
+
+
+def pipeline_parameter_names() -> set[str]:
+    import inspect
+
+    from benchgate.kfp.pipeline import benchgate_pipeline
+
+    return set(inspect.signature(benchgate_pipeline.pipeline_func).parameters)

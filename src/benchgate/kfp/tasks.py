@@ -1,0 +1,280 @@
+"""What each pipeline task does, one function per component, over the task's artifact paths.
+
+A component body (components.py) only imports one of these and passes its paths on; this module is the
+launcher half of the task: it reads the input artifacts, calls one core stage, writes the output
+artifacts and the figures the KFP UI shows. Imports of heavy stages happen inside the functions so the
+light tasks (compare, gate) start without importing torch.
+
+Errors: a BenchgateError is printed as one line, written to `error.json` beside the task's outputs (the
+local runner reads it back to exit with the right code) and ends the task with its exit code, so the
+task shows red in the KFP UI with the message at the end of its log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+from benchgate.config import RunConfig, parse_config
+from benchgate.errors import EXIT_REGRESSION, BenchgateError
+from benchgate.files import read_json, write_json
+from benchgate.progress import MarkerReporter
+
+ERROR_FILE = "error.json"
+
+
+class MetricsSink(Protocol):
+    """What a task needs of KFP's Output[Metrics] artifact."""
+
+    def log_metric(self, metric: str, value: float) -> None: ...
+
+
+@contextlib.contextmanager
+def reporting_errors(task: str, output_path: str) -> Iterator[None]:
+    try:
+        yield
+    except BenchgateError as exc:
+        print(f"benchgate {task}: error: {exc}", file=sys.stderr, flush=True)
+        with contextlib.suppress(OSError):
+            write_json(
+                Path(output_path).parent / ERROR_FILE,
+                {"task": task, "type": type(exc).__name__, "exit_code": exc.exit_code, "message": str(exc)},
+            )
+        raise SystemExit(exc.exit_code) from None
+
+
+@contextlib.contextmanager
+def stage(name: str, total: int | None = None) -> Iterator[MarkerReporter]:
+    reporter = MarkerReporter()
+    reporter.stage_started(name, total)
+    started = time.perf_counter()
+    yield reporter
+    reporter.stage_finished(name, time.perf_counter() - started)
+
+
+def _load_setup(setup_dir: str) -> tuple[RunConfig, dict[str, Any]]:
+    setup = Path(setup_dir)
+    return parse_config(read_json(setup / "config.json")), read_json(setup / "env.json")
+
+
+def _use_source(env: dict[str, Any], workspace: Path) -> None:
+    """Fetch the commit under test that the env task recorded (nothing when it recorded none)."""
+    from benchgate.source import use_source
+
+    source = env.get("source") or {}
+    use_source(source.get("repository", ""), source.get("commit", ""), workspace)
+
+
+def env_task(parameters: dict[str, Any], repository: str, commit: str, branch: str, setup_dir: str) -> None:
+    """Validate the run's parameters into config.json and capture env.json (with the code under test).
+
+    Everything that can fail fast fails here, before any GPU is busy for minutes: the parameters, the
+    commit, the workload's import and factory, and each world size against this machine's devices.
+    """
+    from benchgate.kfp.params import config_from_parameters
+    from benchgate.launch import check_world_size
+    from benchgate.source import use_source, validate_branch, validate_commit, validate_repository
+    from benchgate.stages import stage_env
+    from benchgate.workloads.base import load_workload
+
+    with reporting_errors("env", setup_dir), stage("env"):
+        config = config_from_parameters(**parameters)
+        out = Path(setup_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        source: dict[str, str] = {}
+        if commit:
+            source = {"repository": validate_repository(repository), "commit": validate_commit(commit)}
+        workspace = out.parent / "workspace"
+        root = use_source(source.get("repository", ""), source.get("commit", ""), workspace)
+        env = stage_env(out, cwd=root, branch=validate_branch(branch) if branch else None)
+        env["source"] = source
+        write_json(out / "env.json", env)
+        write_json(out / "config.json", config.model_dump(mode="json"))
+        load_workload(config.bench.workload, dict(config.bench.workload_args))
+        for ws in config.bench.world_sizes or []:
+            check_world_size(ws, config.bench.device, env["gpu"]["count"])
+        # The checkout only served to read its git state and import the workload; every other task
+        # fetches its own copy.
+        shutil.rmtree(workspace, ignore_errors=True)
+
+
+def bench_task(
+    setup_dir: str, world_size: int, skip_if_one: bool, results_dir: str, figures: MetricsSink
+) -> None:
+    """Run the benchmark at one world size under torchrun."""
+    from benchgate.launch import run_bench
+
+    with reporting_errors(f"bench ws={world_size}", results_dir):
+        out = Path(results_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        if skip_if_one and world_size == 1:
+            print("benchgate bench: N is 1, so the ws=1 task already ran this world size; skipped")
+            return
+        config, env = _load_setup(setup_dir)
+        _use_source(env, out.parent / "workspace")
+        with stage(f"bench ws={world_size}", config.bench.steps) as reporter:
+            metrics_path = run_bench(
+                config, world_size, out, reporter.stage_progress, gpus=env["gpu"]["count"]
+            )
+        log_bench_figures(read_json(metrics_path), figures)
+
+
+def log_bench_figures(metrics: dict[str, Any], figures: MetricsSink) -> None:
+    values = {
+        "tokens_per_s_p50": metrics["tokens_per_s"]["p50"],
+        "step_time_ms_p50": metrics["step_time_s"]["p50"] * 1e3,
+        "step_time_ms_p90": metrics["step_time_s"]["p90"] * 1e3,
+        "peak_memory_mib": metrics["memory"]["peak_bytes"] / 2**20,
+        "loss_slope": metrics["loss_slope"]["slope"],
+        "mfu_6nd_pct": metrics["mfu"]["dense_6n"],
+        "mfu_attention_pct": metrics["mfu"]["attention_aware"],
+    }
+    for name, value in values.items():
+        if value is not None:  # MFU is null where it would mislead (CPU, unknown peak)
+            figures.log_metric(name, float(value))
+
+
+def eval_task(setup_dir: str, results_dir: str, figures: MetricsSink) -> None:
+    """Deterministic eval on the bundled shard: eval.json (nothing when eval is disabled)."""
+    from benchgate.evaluate import run_eval
+
+    with reporting_errors("eval", results_dir):
+        out = Path(results_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        config, env = _load_setup(setup_dir)
+        if not config.eval.enabled:
+            print("benchgate eval: eval.enabled is false; skipped")
+            return
+        _use_source(env, out.parent / "workspace")
+        with stage("eval"):
+            result = run_eval(config, out / "eval.json")
+        if "perplexity" in result:
+            figures.log_metric("perplexity", float(result["perplexity"]))
+            for name, probe in result["probes"].items():
+                figures.log_metric(f"probe_{name}_accuracy_pct", float(probe["accuracy_pct"]))
+
+
+def trace_task(setup_dir: str, trace_dir: str) -> None:
+    """A torch.profiler trace for TensorBoard (nothing when tracing is disabled)."""
+    from benchgate.trace import run_trace
+
+    with reporting_errors("trace", trace_dir):
+        out = Path(trace_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        config, env = _load_setup(setup_dir)
+        if not config.trace.enabled:
+            print("benchgate trace: trace.enabled is false; skipped")
+            return
+        _use_source(env, out.parent / "workspace")
+        with stage("trace"):
+            run_trace(config, out / "trace")
+
+
+def _copy_results(source: Path, dest: Path) -> None:
+    """Merge one task's result files into the bundle directory (logs included)."""
+    for path in source.iterdir():
+        target = dest / path.name
+        if path.is_dir():
+            shutil.copytree(path, target, dirs_exist_ok=True)
+        else:
+            shutil.copy2(path, target)
+
+
+def compare_task(
+    setup_dir: str,
+    bench_dirs: list[str],
+    eval_dir: str,
+    results_dir: str,
+    verdict_markdown: str,
+    figures: MetricsSink,
+) -> tuple[str, str]:
+    """Assemble the run's bundle, compare it with the baseline; returns (verdict, world sizes to confirm)."""
+    from benchgate.stages import stage_compare, worlds_to_confirm
+
+    with reporting_errors("compare", results_dir):
+        out = Path(results_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for directory in (setup_dir, *bench_dirs, eval_dir):
+            _copy_results(Path(directory), out)
+        config, _ = _load_setup(setup_dir)
+        with stage("compare"):
+            comparison, _, baseline = stage_compare(config, out)
+        confirm = worlds_to_confirm(config, comparison, baseline)
+        publish_verdict(out, verdict_markdown, figures)
+        return comparison.verdict, ",".join(str(ws) for ws in confirm)
+
+
+def confirm_task(
+    setup_dir: str,
+    compared_dir: str,
+    world_sizes: str,
+    gpus: int,
+    accelerator_type: str,
+    results_dir: str,
+    verdict_markdown: str,
+    figures: MetricsSink,
+) -> str:
+    """Re-run the world sizes whose timing FAILed; a FAIL stands only where it repeats.
+
+    `gpus` and `accelerator_type` are what the task asked the cluster for (its pod spec).
+    """
+    from benchgate.stages import stage_confirm
+
+    with reporting_errors("confirm", results_dir):
+        out = Path(results_dir)
+        shutil.copytree(compared_dir, out, dirs_exist_ok=True)
+        config, env = _load_setup(setup_dir)
+        _use_source(env, out.parent / "workspace")
+        worlds = [int(ws) for ws in world_sizes.split(",") if ws]
+        print(f"benchgate confirm: re-running ws={world_sizes} with up to {gpus} x {accelerator_type}")
+        with stage(f"confirm: re-run ws={world_sizes}", config.bench.steps) as reporter:
+            comparison = stage_confirm(config, out, worlds, reporter.stage_progress)
+        publish_verdict(out, verdict_markdown, figures)
+        return comparison.verdict
+
+
+def publish_verdict(results: Path, verdict_markdown: str, figures: MetricsSink) -> None:
+    """The verdict table as the task's Markdown output, and its counts and ratios as metrics."""
+    shutil.copy2(results / "compare.md", verdict_markdown)
+    compared = read_json(results / "compare.json")
+    figures.log_metric("exit_code", float(compared["exit_code"]))
+    for status in ("PASS", "WARN", "FAIL", "NEW"):
+        figures.log_metric(
+            f"checks_{status.lower()}", float(sum(c["status"] == status for c in compared["checks"]))
+        )
+    for check in compared["checks"]:
+        if check["name"].startswith("scaling efficiency") and check["current"] is not None:
+            figures.log_metric("scaling_efficiency_pct", float(check["current"]))
+
+
+def gate_task(setup_dir: str, results_dir: str, summary_path: str) -> None:
+    """Update the baseline as the policy says, then fail the task (and so the run) on a FAIL verdict.
+
+    Writes summary.json (verdict, exit code, where a baseline was written) before deciding.
+    """
+    from benchgate.stages import stage_update_baseline
+
+    with reporting_errors("gate", summary_path):
+        config, _ = _load_setup(setup_dir)
+        compared = read_json(Path(results_dir) / "compare.json")
+        with stage("gate"):
+            written = stage_update_baseline(config, Path(results_dir), compared["verdict"])
+        write_json(
+            Path(summary_path),
+            {
+                "verdict": compared["verdict"],
+                "exit_code": compared["exit_code"],
+                "baseline_written": str(written) if written else None,
+            },
+        )
+        if written:
+            print(f"benchgate gate: baseline written: {written}", flush=True)
+        print(f"benchgate gate: verdict {compared['verdict']}", flush=True)
+        if compared["verdict"] == "FAIL":
+            # Not an error: the gate did its job. A non-zero exit turns the run red in the KFP UI.
+            raise SystemExit(EXIT_REGRESSION)

@@ -1,0 +1,98 @@
+"""The code under test: which commit of which repository a pipeline task benchmarks, and getting it.
+
+On a cluster every task that imports the workload (bench, eval, trace, confirm) fetches exactly one
+commit of the user's repository into its own workspace and puts it on the import path; the bench image
+already holds benchgate, torch and the workload's dependencies. One shallow fetch per task keeps the
+tasks independent (no artifact the size of a repository moves between pods) and pins every task to the
+same bytes, because a full SHA names one tree.
+
+Commit, branch and repository arrive from CI, the KFP UI or a custom resource, so they are validated
+here before any command sees them, and git is only ever called with an argument list (never a shell
+string), with `--` before positional values. A commit must be a full SHA: a ref such as `main~1` or
+an abbreviated SHA would resolve to different code over time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from benchgate.errors import ConfigError, RunFailedError
+
+# SHA-1 repositories have 40 hex digits, SHA-256 ones 64; nothing else names a single commit.
+_SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})")
+# A conservative subset of git-check-ref-format: no '..', no leading '-', no '~^:?*[\\', no spaces.
+_BRANCH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
+_URL = re.compile(r"(?:https://|ssh://|file://|git@)[A-Za-z0-9._~:/@%+=-]+")
+GIT_TIMEOUT_S = 300
+
+
+def validate_commit(value: str, field: str = "commit") -> str:
+    """A full lowercase git SHA (40 or 64 hex digits); anything else is a ConfigError naming it."""
+    commit = value.lower()
+    if not _SHA.fullmatch(commit):
+        raise ConfigError(
+            f"{field}: got {value!r} (expected a full git commit SHA: 40 hex digits, or 64 for SHA-256 "
+            "repositories; refs and abbreviated SHAs are not accepted because they can move)"
+        )
+    return commit
+
+
+def validate_branch(value: str, field: str = "branch") -> str:
+    if not _BRANCH.fullmatch(value) or ".." in value or value.endswith((".", "/", ".lock")):
+        raise ConfigError(f"{field}: got {value!r} (expected a branch name such as 'main' or 'release/2.1')")
+    return value
+
+
+def validate_repository(value: str, field: str = "repository") -> str:
+    if not _URL.fullmatch(value):
+        raise ConfigError(
+            f"{field}: got {value!r} (expected a git URL: https://, ssh://, file:// or git@host:path)"
+        )
+    return value
+
+
+def _git(args: list[str], cwd: Path) -> None:
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RunFailedError(f"source: git {args[0]} failed: {e}") from None
+    if done.returncode != 0:
+        raise RunFailedError(f"source: git {' '.join(args)} failed: {done.stderr.strip()}")
+
+
+def checkout(repository: str, commit: str, dest: Path) -> Path:
+    """Fetch exactly `commit` of `repository` into `dest` (shallow, detached) and return `dest`."""
+    repository = validate_repository(repository)
+    commit = validate_commit(commit)
+    dest.mkdir(parents=True, exist_ok=True)
+    _git(["init", "--quiet"], dest)
+    # Fetching one SHA needs the server to allow it (GitHub, GitLab and git-daemon with
+    # uploadpack.allowReachableSHA1InWant do); it avoids cloning the whole history.
+    _git(["fetch", "--quiet", "--depth=1", "--", repository, commit], dest)
+    _git(["checkout", "--quiet", "--detach", commit], dest)
+    return dest
+
+
+def import_paths(root: Path) -> list[Path]:
+    """The directories of a checkout that hold its packages: the root, and src/ for src layouts."""
+    return [p for p in (root / "src", root) if p.is_dir()]
+
+
+def use_source(repository: str, commit: str, workspace: Path) -> Path | None:
+    """Check out the code under test (if a commit is given) and make it importable here and in children.
+
+    Without a commit the task benchmarks the code already importable (the local, `make bench` case).
+    """
+    if not commit:
+        return None
+    root = checkout(repository, commit, workspace / "source")
+    paths = [str(p) for p in import_paths(root)]
+    sys.path[:0] = paths
+    os.environ["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [os.environ.get("PYTHONPATH")])])
+    return root

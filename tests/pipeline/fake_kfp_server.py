@@ -1,0 +1,180 @@
+"""A FAKE Kubeflow Pipelines API server, for testing `benchgate submit` without a cluster.
+
+It is a stand-in for the one remote service that cannot run here: a plain HTTP server on 127.0.0.1
+that speaks the KFP v2beta1 REST endpoints `kfp.Client` calls (healthz, experiments, runs), with the
+JSON shapes of the v2beta1 API, bearer-token checks, and runs that move PENDING -> RUNNING -> a final
+state over a few polls. It does not execute pipelines; each test chooses how the run ends.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+API = "/apis/v2beta1"
+CREATED_AT = "2026-11-21T00:00:00Z"
+
+
+@dataclass
+class Scenario:
+    token: str | None = "good-token"
+    # How a run ends: SUCCEEDED, GATE_FAILED (the gate task fails), TASK_FAILED (bench fails), or RUNNING.
+    outcome: str = "SUCCEEDED"
+    polls_until_done: int = 2
+
+
+@dataclass
+class FakeKfp:
+    scenario: Scenario = field(default_factory=Scenario)
+    requests: list[tuple[str, str]] = field(default_factory=list)
+    experiments: dict[str, dict[str, Any]] = field(default_factory=dict)
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    polls: dict[str, int] = field(default_factory=dict)
+    created_runs: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def calls(self, method: str, path_prefix: str) -> int:
+        return sum(1 for m, p in self.requests if m == method and p.startswith(API + path_prefix))
+
+
+def _predicate_value(filter_text: str | None, key: str) -> str | None:
+    if not filter_text:
+        return None
+    for predicate in json.loads(filter_text).get("predicates", []):
+        if predicate.get("key") == key and predicate.get("operation") == "EQUALS":
+            return predicate.get("stringValue", predicate.get("string_value"))
+    return None
+
+
+def _task_details(outcome: str, done: bool) -> list[dict[str, Any]]:
+    names = ["env", "bench ws=1", "bench ws=N", "eval", "trace", "compare", "gate"]
+    states = dict.fromkeys(names, "SUCCEEDED" if done else "RUNNING")
+    if done and outcome == "GATE_FAILED":
+        states["gate"] = "FAILED"
+    if done and outcome == "TASK_FAILED":
+        states.update({"bench ws=N": "FAILED", "eval": "SKIPPED", "trace": "SKIPPED", "compare": "SKIPPED"})
+        states["gate"] = "SKIPPED"
+    return [
+        {"task_id": f"task-{i}", "display_name": name, "state": state, "create_time": CREATED_AT}
+        for i, (name, state) in enumerate(states.items())
+    ]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeKfp
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet test output
+        pass
+
+    def _send(self, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _authorised(self) -> bool:
+        expected = self.fake.scenario.token
+        if expected is None or self.headers.get("Authorization") == f"Bearer {expected}":
+            return True
+        self._send(401, {"error": "Unauthenticated", "code": 16, "message": "invalid bearer token"})
+        return False
+
+    def _handle(self, method: str) -> None:
+        url = urlparse(self.path)
+        with self.fake.lock:
+            self.fake.requests.append((method, url.path))
+        if not self._authorised():
+            return
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        body: dict[str, Any] = {}
+        if method == "POST":
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        route = url.path.removeprefix(API)
+        if route == "/healthz" and method == "GET":
+            return self._send(200, {"commit_sha": "fake", "tag_name": "2.5.0", "multi_user": False})
+        if route == "/experiments":
+            return self._experiments(method, query, body)
+        if route == "/runs":
+            return self._runs(method, query, body)
+        if route.startswith("/runs/") and method == "GET":
+            return self._get_run(route.removeprefix("/runs/"))
+        return self._send(404, {"error": f"no route {method} {url.path}", "code": 5})
+
+    def _experiments(self, method: str, query: dict[str, str], body: dict[str, Any]) -> None:
+        fake = self.fake
+        if method == "GET":
+            name = _predicate_value(query.get("filter"), "display_name")
+            found = [e for e in fake.experiments.values() if name is None or e["display_name"] == name]
+            return self._send(200, {"experiments": found, "total_size": len(found)} if found else {})
+        experiment = {
+            "experiment_id": str(uuid.uuid4()),
+            "display_name": body["display_name"],
+            "created_at": CREATED_AT,
+            "storage_state": "AVAILABLE",
+        }
+        fake.experiments[experiment["experiment_id"]] = experiment
+        return self._send(200, experiment)
+
+    def _runs(self, method: str, query: dict[str, str], body: dict[str, Any]) -> None:
+        fake = self.fake
+        if method == "GET":
+            name = _predicate_value(query.get("filter"), "display_name")
+            found = [
+                r
+                for r in fake.runs.values()
+                if r["experiment_id"] == query.get("experiment_id")
+                and (name is None or r["display_name"] == name)
+            ]
+            return self._send(200, {"runs": found, "total_size": len(found)} if found else {})
+        # With a platform spec (ours has one) the body nests {"pipeline_spec": ..., "platform_spec": ...}.
+        spec = body.get("pipeline_spec") or {}
+        spec = spec.get("pipeline_spec", spec)
+        parameters = (body.get("runtime_config") or {}).get("parameters") or {}
+        if spec.get("pipelineInfo", {}).get("name") != "benchgate" or "commit" not in parameters:
+            return self._send(400, {"error": "not a benchgate pipeline run", "code": 3})
+        run = {
+            "run_id": str(uuid.uuid4()),
+            "display_name": body["display_name"],
+            "experiment_id": body["experiment_id"],
+            "state": "PENDING",
+            "created_at": CREATED_AT,
+            "runtime_config": {"parameters": parameters},
+        }
+        fake.runs[run["run_id"]] = run
+        fake.created_runs.append(body)
+        return self._send(200, run)
+
+    def _get_run(self, run_id: str) -> None:
+        fake = self.fake
+        run = fake.runs.get(run_id)
+        if run is None:
+            return self._send(404, {"error": f"run {run_id} not found", "code": 5})
+        fake.polls[run_id] = fake.polls.get(run_id, 0) + 1
+        outcome = fake.scenario.outcome
+        done = outcome != "RUNNING" and fake.polls[run_id] > fake.scenario.polls_until_done
+        state = "RUNNING"
+        if done:
+            state = "SUCCEEDED" if outcome == "SUCCEEDED" else "FAILED"
+        run = {**run, "state": state, "run_details": {"task_details": _task_details(outcome, done)}}
+        return self._send(200, run)
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        self._handle("POST")
+
+
+def serve(fake: FakeKfp) -> tuple[ThreadingHTTPServer, str]:
+    """Start the fake on a free port of 127.0.0.1; returns the server and its base URL."""
+    handler = type("Handler", (_Handler,), {"fake": fake})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"

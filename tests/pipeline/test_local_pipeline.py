@@ -1,0 +1,109 @@
+"""The `benchgate` pipeline run end to end through kfp.local (real torchrun with 2 CPU ranks inside)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchgate.compare import Comparison
+from benchgate.evaluate import run_eval
+from benchgate.files import read_json
+from benchgate.kfp.local_run import run_gate
+from benchgate.launch import run_bench
+from benchgate.stages import stage_compare, stage_env
+from conftest import make_config
+
+TASKS = {"capture-env", "bench", "bench-2", "evaluate", "trace", "compare", "gate"}
+
+
+def _statuses(comparison: Comparison) -> list[tuple[str, str]]:
+    return [(c.name, c.status) for c in comparison.checks]
+
+
+def _metrics(task_dir: Path) -> dict[str, Any]:
+    """The figures a task logged to Output[Metrics] (kfp.local keeps them in executor_output.json)."""
+    output = read_json(task_dir / "executor_output.json")
+    return dict(output["artifacts"]["figures"]["artifacts"][0]["metadata"])
+
+
+@pytest.mark.slow
+def test_local_pipeline_verdict_equals_the_stages_called_directly(tmp_path: Path) -> None:
+    # sleepy's steps are sleeps: steady enough that two runs get the same verdict; no drift reference,
+    # which assumes CPU-bound steps.
+    bench = {"world_sizes": [1, 2], "drift_reference": False}
+    base = make_config(tmp_path, bench=bench, gate={"update_baseline": "always"}, out=str(tmp_path / "base"))
+    assert run_gate(base).baseline_written is not None
+
+    config = make_config(tmp_path, bench=bench, out=str(tmp_path / "pipeline"))
+    outcome = run_gate(config)
+
+    direct = tmp_path / "direct"
+    stage_env(direct)
+    for ws in (1, 2):
+        run_bench(config, ws, direct)
+    direct_comparison, _, _ = stage_compare(config, direct)
+
+    assert outcome.comparison.verdict == direct_comparison.verdict == "PASS"
+    assert _statuses(outcome.comparison) == _statuses(direct_comparison)
+    assert {name for name, status in _statuses(outcome.comparison)} >= {"tokens/s p50 (ws=2)"}
+    assert {p.name for p in outcome.pipeline_dir.iterdir()} == TASKS
+    figures = _metrics(outcome.pipeline_dir / "bench-2")
+    assert (
+        figures["tokens_per_s_p50"]
+        == read_json(tmp_path / "pipeline" / "metrics-ws2.json")["tokens_per_s"]["p50"]
+    )
+    verdict = outcome.pipeline_dir / "compare" / "verdict"
+    assert "| tokens/s p50 (ws=2) |" in verdict.read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_local_pipeline_eval_equals_run_eval_bit_for_bit(tmp_path: Path) -> None:
+    config = make_config(
+        tmp_path,
+        bench={
+            "workload": "benchgate.workloads.gpt:make_workload",
+            "workload_args": {"size": "tiny"},
+            "steps": 4,
+        },
+        eval={"enabled": True, "train_steps": 20},
+        trace={"enabled": True},
+    )
+    outcome = run_gate(config)
+    piped = read_json(outcome.out_dir / "eval.json")
+    direct = run_eval(config, tmp_path / "direct-eval.json")
+    assert piped["perplexity"] == direct["perplexity"]
+    assert piped["probes"] == direct["probes"]
+    assert list((outcome.out_dir / "trace").glob("*.pt.trace.json"))
+    assert _metrics(outcome.pipeline_dir / "evaluate")["perplexity"] == piped["perplexity"]
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+@pytest.mark.slow
+def test_local_pipeline_benchmarks_the_commit_it_is_given(tmp_path: Path) -> None:
+    # A repository whose workload module exists only in one commit: the tasks can import it only by
+    # fetching exactly that commit, as they do on a cluster.
+    repo = tmp_path / "trainer"
+    (repo / "src").mkdir(parents=True)
+    (repo / "src" / "trainer_at_commit.py").write_text(
+        "from bg_test_workloads import sleepy\n\ndef make(**kw):\n    return sleepy(**kw)\n"
+    )
+    _git(repo, "init", "-q")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "add", ".")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "trainer")
+    sha = _git(repo, "rev-parse", "HEAD")
+    _git(repo, "rm", "-q", "src/trainer_at_commit.py")  # the working tree no longer has it
+
+    config = make_config(tmp_path, bench={"workload": "trainer_at_commit:make"})
+    outcome = run_gate(config, commit=sha, repository=f"file://{repo}", branch="main")
+    env = read_json(outcome.out_dir / "env.json")
+    assert env["source"] == {"repository": f"file://{repo}", "commit": sha}
+    assert env["git"]["commit"] == sha and env["git"]["branch"] == "main"
+    assert read_json(outcome.out_dir / "metrics-ws1.json")["workload"] == "sleepy"
+    assert outcome.comparison.verdict == "PASS"

@@ -1,0 +1,68 @@
+from pathlib import Path
+
+import pytest
+
+from benchgate.config import parse_config
+from benchgate.errors import ConfigError
+from benchgate.kfp.params import config_from_parameters, parameters_from_config
+
+
+def test_pipeline_parameters_describe_the_config_they_came_from(tmp_path: Path) -> None:
+    config = parse_config(
+        {
+            "bench": {"workload": "m:f", "workload_args": {"size": "tiny"}, "steps": 7, "seed": 3},
+            "eval": {"enabled": False},
+            "gate": {"tolerances": {"throughput_drop_pct": 3.0}, "baseline_dir": str(tmp_path)},
+        }
+    )
+    arguments = parameters_from_config(config, [1, 4])
+    assert arguments["world_size_n"] == 4
+    rebuilt = config_from_parameters(**{k: v for k, v in arguments.items()})
+    assert (
+        rebuilt.model_dump()
+        == config.model_copy(
+            update={"bench": config.bench.model_copy(update={"world_sizes": [1, 4]})}
+        ).model_dump()
+    )
+
+
+def test_named_parameters_win_over_the_config_dict() -> None:
+    config = config_from_parameters(
+        {"bench": {"steps": 99, "warmup": 1}, "gate": {"tolerances": {"memory_increase_pct": 20.0}}},
+        workload="m:f",
+        workload_args={},
+        world_size_n=1,
+        steps=5,
+        warmup=2,
+        tolerances={"throughput_drop_pct": 3.0},
+        update_baseline="never",
+        baseline_dir="/b",
+        mlflow_tracking_uri="http://mlflow:5000",
+    )
+    assert (config.bench.steps, config.bench.warmup, config.bench.world_sizes) == (5, 2, [1])
+    # tolerances merge: the named parameter's keys over the config's
+    assert config.gate.tolerances.throughput_drop_pct == 3.0
+    assert config.gate.tolerances.memory_increase_pct == 20.0
+    assert config.tracking.uri == "http://mlflow:5000"
+
+
+def test_a_bad_pipeline_parameter_names_the_field() -> None:
+    with pytest.raises(ConfigError, match=r"bench.steps: got 0"):
+        config_from_parameters(
+            {},
+            workload="m:f",
+            workload_args={},
+            world_size_n=2,
+            steps=0,
+            warmup=2,
+            tolerances={},
+            update_baseline="auto",
+            baseline_dir="/b",
+            mlflow_tracking_uri="",
+        )
+
+
+@pytest.mark.parametrize("world_sizes", [[2], [1, 2, 4], [2, 4]])
+def test_only_ws1_and_one_ws_n_map_onto_the_pipeline(world_sizes: list[int]) -> None:
+    with pytest.raises(ConfigError, match=r"bench\.world_sizes: got"):
+        parameters_from_config(parse_config({}), world_sizes)

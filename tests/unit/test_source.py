@@ -1,0 +1,112 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchgate.errors import ConfigError, RunFailedError
+from benchgate.source import checkout, use_source, validate_branch, validate_commit, validate_repository
+
+SHA1 = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("$(touch x)", id="command-substitution"),
+        pytest.param(";rm -rf .", id="semicolon"),
+        pytest.param("main~1", id="ref-expression"),
+        pytest.param("main", id="branch"),
+        pytest.param("a" * 41, id="41-hex"),
+        pytest.param("a" * 39, id="39-hex"),
+        pytest.param("0123456", id="abbreviated"),
+        pytest.param("g" * 40, id="not-hex"),
+        pytest.param(f"{SHA1}\n", id="newline"),
+        pytest.param(f"-{SHA1[1:]}", id="option-like"),
+        pytest.param("", id="empty"),
+    ],
+)
+def test_validate_commit_rejects_anything_but_a_full_sha(value: str) -> None:
+    with pytest.raises(ConfigError, match=r"^commit: got .* \(expected a full git commit SHA"):
+        validate_commit(value)
+
+
+@pytest.mark.parametrize("value", [SHA1, SHA1.upper(), "b" * 64])
+def test_validate_commit_accepts_sha1_and_sha256_and_lowercases(value: str) -> None:
+    assert validate_commit(value) == value.lower()
+
+
+@pytest.mark.parametrize("value", ["main", "release/2.1", "feature_x-1"])
+def test_validate_branch_accepts_branch_names(value: str) -> None:
+    assert validate_branch(value) == value
+
+
+@pytest.mark.parametrize("value", ["-main", "a..b", "a b", "x;y", "$(id)", "main~1", "x.lock", ""])
+def test_validate_branch_rejects_unsafe_names(value: str) -> None:
+    with pytest.raises(ConfigError, match="branch: got"):
+        validate_branch(value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["https://github.com/o/r.git", "ssh://git@host/o/r.git", "git@github.com:o/r.git", "file:///srv/r"],
+)
+def test_validate_repository_accepts_git_urls(value: str) -> None:
+    assert validate_repository(value) == value
+
+
+@pytest.mark.parametrize(
+    "value", ["--upload-pack=touch x", "/srv/repo", "https://h/r; rm -rf .", "", "ext::sh"]
+)
+def test_validate_repository_rejects_other_strings(value: str) -> None:
+    with pytest.raises(ConfigError, match="repository: got"):
+        validate_repository(value)
+
+
+def _repo_with_two_commits(root: Path) -> tuple[Path, str, str]:
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout.strip()
+
+    root.mkdir()
+    git("init", "-q")
+    (root / "version.txt").write_text("one\n")
+    git("add", ".")
+    git("commit", "-qm", "one")
+    first = git("rev-parse", "HEAD")
+    (root / "version.txt").write_text("two\n")
+    git("commit", "-qam", "two")
+    return root, first, git("rev-parse", "HEAD")
+
+
+def test_checkout_fetches_exactly_the_requested_commit(tmp_path: Path) -> None:
+    repo, first, _ = _repo_with_two_commits(tmp_path / "repo")
+    dest = checkout(f"file://{repo}", first, tmp_path / "work")
+    assert (dest / "version.txt").read_text() == "one\n"
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=dest, capture_output=True, text=True, check=True)
+    assert head.stdout.strip() == first
+
+
+def test_checkout_of_a_commit_the_repository_lacks_fails_clearly(tmp_path: Path) -> None:
+    repo, _, _ = _repo_with_two_commits(tmp_path / "repo")
+    with pytest.raises(RunFailedError, match="source: git fetch"):
+        checkout(f"file://{repo}", "f" * 40, tmp_path / "work")
+
+
+def test_use_source_puts_the_checkout_first_on_the_import_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, _, second = _repo_with_two_commits(tmp_path / "repo")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setenv("PYTHONPATH", "/already/there")
+    root = use_source(f"file://{repo}", second, tmp_path / "ws")
+    assert root is not None and sys.path[0] == str(root)
+    assert os.environ["PYTHONPATH"].split(os.pathsep) == [str(root), "/already/there"]
+    assert use_source("", "", tmp_path / "unused") is None

@@ -49,11 +49,12 @@ images: ## Build the bench image (needs a Docker engine)
 shard: $(STAMP) ## Regenerate the bundled eval shard from its seed
 	$(PY) scripts/make_shard.py
 
-benchmarks: $(STAMP) ## Measure benchgate itself (overhead, noise, false alarms, wall time)
+benchmarks: $(STAMP) ## Measure benchgate itself (overhead, noise, false alarms, wall time, kfp.local)
 	$(PY) benchmarks/overhead.py
 	$(PY) benchmarks/noise.py
 	$(PY) benchmarks/false_alarms.py
 	$(PY) benchmarks/wall_time.py
+	$(PY) benchmarks/kfp_overhead.py
 
 clean: ## Remove results and caches (keeps .venv and baselines)
 	rm -rf benchgate-out .pytest_cache .mypy_cache .ruff_cache

@@ -62,6 +62,19 @@ def _load_setup(setup_dir: str) -> tuple[RunConfig, dict[str, Any]]:
     return parse_config(read_json(setup / "config.json")), read_json(setup / "env.json")
 
 
+def _start(setup_dir: str, output_dir: str) -> tuple[RunConfig, dict[str, Any], Path]:
+    """The run's config and env, and the task's output directory, created."""
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    return *_load_setup(setup_dir), out
+
+
+def _skipped(section: str, enabled: bool) -> bool:
+    if not enabled:
+        print(f"benchgate {section}: {section}.enabled is false; skipped", flush=True)
+    return not enabled
+
+
 def _use_source(env: dict[str, Any], workspace: Path) -> None:
     """Fetch the commit under test that the env task recorded (nothing when it recorded none)."""
     from benchgate.source import use_source
@@ -110,12 +123,10 @@ def bench_task(
     from benchgate.launch import run_bench
 
     with reporting_errors(f"bench ws={world_size}", results_dir):
-        out = Path(results_dir)
-        out.mkdir(parents=True, exist_ok=True)
+        config, env, out = _start(setup_dir, results_dir)
         if skip_if_one and world_size == 1:
             print("benchgate bench: N is 1, so the ws=1 task already ran this world size; skipped")
             return
-        config, env = _load_setup(setup_dir)
         _use_source(env, out.parent / "workspace")
         with stage(f"bench ws={world_size}", config.bench.steps) as reporter:
             metrics_path = run_bench(
@@ -144,11 +155,8 @@ def eval_task(setup_dir: str, results_dir: str, figures: MetricsSink) -> None:
     from benchgate.evaluate import run_eval
 
     with reporting_errors("eval", results_dir):
-        out = Path(results_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        config, env = _load_setup(setup_dir)
-        if not config.eval.enabled:
-            print("benchgate eval: eval.enabled is false; skipped")
+        config, env, out = _start(setup_dir, results_dir)
+        if _skipped("eval", config.eval.enabled):
             return
         _use_source(env, out.parent / "workspace")
         with stage("eval"):
@@ -164,11 +172,8 @@ def trace_task(setup_dir: str, trace_dir: str) -> None:
     from benchgate.trace import run_trace
 
     with reporting_errors("trace", trace_dir):
-        out = Path(trace_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        config, env = _load_setup(setup_dir)
-        if not config.trace.enabled:
-            print("benchgate trace: trace.enabled is false; skipped")
+        config, env, out = _start(setup_dir, trace_dir)
+        if _skipped("trace", config.trace.enabled):
             return
         _use_source(env, out.parent / "workspace")
         with stage("trace"):

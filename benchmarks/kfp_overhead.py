@@ -93,7 +93,8 @@ def main() -> None:
         d, _ = timed("direct")
         pipeline_s.append(p)
         direct_s.append(d)
-        print(f"round {i}: pipeline {p:.1f} s  direct {d:.1f} s  ratio {p / d:.3f}  tasks {tasks}", flush=True)
+        line = f"round {i}: pipeline {p:.1f} s  direct {d:.1f} s  ratio {p / d:.3f}  tasks {tasks}"
+        print(line, flush=True)
     p, d = statistics.median(pipeline_s), statistics.median(direct_s)
     extra = statistics.median(a - b for a, b in zip(pipeline_s, direct_s, strict=True))
     print(f"median: pipeline {p:.1f} s, direct {d:.1f} s, ratio {p / d:.3f}")

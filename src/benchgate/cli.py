@@ -1,6 +1,8 @@
-"""`benchgate run | compare | env`: the command line. Thin: parse, validate, call the core, map errors.
+"""`benchgate run | compare | env | submit | compile`: the command line. Thin: parse, validate, call the
+core or the pipeline, map errors.
 
-Exit codes: 0 pass (or warn), 1 regression (FAIL), 2 bad input or config, 3 the run itself failed.
+Exit codes: 0 pass (or warn), 1 regression (FAIL), 2 bad input or config, 3 the run itself failed
+(for submit also: KFP unreachable, or the wait timed out).
 """
 
 from __future__ import annotations

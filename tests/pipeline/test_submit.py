@@ -211,3 +211,13 @@ def test_connection_needs_an_http_url() -> None:
         connection_from_env({"KFP_HOST": "kfp.example.com"})
     conn = connection_from_env({"KFP_HOST": "https://kfp.example.com/", "KFP_TOKEN": "t"})
     assert conn.host == "https://kfp.example.com" and conn.token == "t"
+
+
+def test_connection_falls_back_to_the_in_cluster_service_account_token(tmp_path: Path) -> None:
+    from benchgate.kfp.submit import connection_from_env
+
+    token = tmp_path / "token"
+    token.write_text("sa-token\n")
+    env = {"KFP_HOST": "http://ml-pipeline.kubeflow:8888", "KF_PIPELINES_SA_TOKEN_PATH": str(token)}
+    assert connection_from_env(env).token == "sa-token"
+    assert connection_from_env({**env, "KFP_TOKEN": "explicit"}).token == "explicit"

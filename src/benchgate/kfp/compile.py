@@ -11,9 +11,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from kfp import compiler
+
 from benchgate.kfp.components import ALL
 from benchgate.kfp.pipeline import benchgate_pipeline
-from kfp import compiler
 
 PIPELINE_FILE = Path("pipelines/benchgate.yaml")
 COMPONENTS_DIR = Path("components")

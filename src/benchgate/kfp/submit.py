@@ -213,8 +213,9 @@ def submit(
     run_id = api.find_run(experiment_id, name)
     reused = run_id is not None
     if run_id is None:
-        from benchgate.kfp.pipeline import benchgate_pipeline
         from kfp import compiler
+
+        from benchgate.kfp.pipeline import benchgate_pipeline
 
         with tempfile.TemporaryDirectory() as tmp:
             package = Path(tmp) / "benchgate.yaml"

@@ -168,7 +168,10 @@ def test_make_submit_passes_commit_as_data_not_shell(
 ) -> None:
     state, url = fake
     pwned = tmp_path / "pwned"
-    env = {**os.environ, "KFP_HOST": url, "KFP_TOKEN": "good-token", "BENCHGATE_REPOSITORY": REPOSITORY}
+    # Under `make test ARGS=...` the outer make's variables would reach this make through MAKEFLAGS.
+    outer = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "ARGS")
+    env = {k: v for k, v in os.environ.items() if k not in outer}
+    env.update(KFP_HOST=url, KFP_TOKEN="good-token", BENCHGATE_REPOSITORY=REPOSITORY)
     # VENV points make at this interpreter's environment, and -o keeps it from reinstalling it.
     venv = Path(sys.executable).parent.parent
     command = ["make", "-s", "-C", str(REPO), "-o", f"{venv}/.installed", "submit", f"VENV={venv}"]

@@ -124,16 +124,17 @@ def run_gate(
 
     from benchgate.kfp.pipeline import benchgate_pipeline
 
-    timed = _TimedReporter(reporter or SilentReporter())
-    out_dir = Path(config.out).resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _clean(out_dir)
+    # Bad input is rejected before the previous run's results are cleared.
     if commit:
         validate_commit(commit, "--commit")
         validate_repository(repository, "--repository")
     if branch:
         validate_branch(branch, "--branch")
     arguments = pipeline_arguments(config)
+    timed = _TimedReporter(reporter or SilentReporter())
+    out_dir = Path(config.out).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _clean(out_dir)
     pipeline_root = out_dir / PIPELINE_DIR
     log_path = out_dir / "logs" / "pipeline.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)

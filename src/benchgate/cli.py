@@ -31,11 +31,10 @@ from benchgate.compare import compare as compare_bundles
 from benchgate.config import load_config
 from benchgate.env import capture_environment
 from benchgate.errors import EXIT_BAD_INPUT, EXIT_RUN_FAILED, BenchgateError, ConfigError
-from benchgate.files import write_json
 from benchgate.kfp.local_run import run_gate
 from benchgate.report import print_verdict
 from benchgate.results import Bundle, load_bundle
-from benchgate.stages import stage_env
+from benchgate.stages import stage_env, write_comparison
 
 app = typer.Typer(
     help="Benchmark PyTorch training and gate regressions against a per-machine-profile baseline.",
@@ -186,7 +185,7 @@ def compare(
                 cfg.gate.baseline_dir, current_bundle.machine_profile, current_bundle.workload
             )
         comparison = compare_bundles(base, current_bundle, cfg.gate.tolerances)
-        write_json(current / "compare.json", comparison.to_dict())
+        write_comparison(current, comparison)
     except BenchgateError as exc:
         _fail(exc)
     print_verdict(comparison, console)

@@ -69,8 +69,10 @@ def stage_confirm(
     shutil.rmtree(confirm_dir, ignore_errors=True)
     confirm_dir.mkdir(parents=True)
     shutil.copy2(run_dir / "env.json", confirm_dir / "env.json")
+    # The device count the run was captured with (as the bench tasks use), not a second probe.
+    gpus = current.env.get("gpu", {}).get("count")
     for ws in world_sizes:
-        run_bench(config, ws, confirm_dir, on_progress)
+        run_bench(config, ws, confirm_dir, on_progress, gpus=gpus)
     second = compare(baseline, load_bundle(confirm_dir), config.gate.tolerances)
     confirmed = merge_confirmation(first, second)
     write_comparison(run_dir, confirmed)

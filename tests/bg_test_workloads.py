@@ -107,7 +107,7 @@ def incomplete() -> object:
 
 
 def slow_once(marker: str, step_ms: float = 20.0) -> Sleepy:
-    """25% slower in the first torchrun launch only (a burst of interference, as far as the gate can tell).
+    """50% slower in the first torchrun launch only (a burst of interference, as far as the gate can tell).
 
     Only torchrun workers (LOCAL_RANK set) count as launches: the CLI also imports the workload once
     to check it before anything runs.
@@ -118,4 +118,4 @@ def slow_once(marker: str, step_ms: float = 20.0) -> Sleepy:
     first_launch = not path.exists()
     if first_launch and os.environ["LOCAL_RANK"] == "0":
         path.write_text("launched")
-    return Sleepy(step_ms * 1.25 if first_launch else step_ms)
+    return Sleepy(step_ms * 1.5 if first_launch else step_ms)

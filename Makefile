@@ -8,6 +8,7 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check -c constraints.t
 STAMP := $(VENV)/.installed
 ARGS ?=
 IMAGE_REPOSITORY ?= ghcr.io/benchgate/bench
+UI_PORT ?= 5000
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' src/benchgate/__init__.py)
 # COMMIT and BRANCH reach the CLI through the environment, never through the recipe's shell text:
 # `make submit COMMIT='$$(touch x)'` must be rejected as a bad SHA, not run.
@@ -46,6 +47,10 @@ images: ## Build the bench image (needs a Docker engine)
 	@command -v docker >/dev/null || { echo "make images: no docker here; build images/bench/Dockerfile where a Docker engine runs" >&2; exit 2; }
 	docker build -f images/bench/Dockerfile -t $(IMAGE_REPOSITORY):$(VERSION) .
 
+ui: $(STAMP) ## Open the MLflow UI on the local store (runs table: Experiments > benchgate); UI_PORT=5000
+	@echo "MLflow UI: http://127.0.0.1:$(UI_PORT)/#/experiments  (open 'benchgate': the runs table)"
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false $(VENV)/bin/mlflow ui --backend-store-uri "sqlite:///$(CURDIR)/.benchgate/mlflow/mlflow.db" --host 127.0.0.1 --port $(UI_PORT) --workers 1
+
 shard: $(STAMP) ## Regenerate the bundled eval shard from its seed
 	$(PY) scripts/make_shard.py
 
@@ -59,4 +64,4 @@ benchmarks: $(STAMP) ## Measure benchgate itself (overhead, noise, false alarms,
 clean: ## Remove results and caches (keeps .venv and baselines)
 	rm -rf benchgate-out .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install bench test lint compile submit images shard benchmarks clean
+.PHONY: help install bench test lint compile submit images ui shard benchmarks clean

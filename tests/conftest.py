@@ -4,17 +4,24 @@ PYTHONPATH, which is set here once for the whole session."""
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from benchgate.config import RunConfig, parse_config
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO = TESTS_DIR.parent
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH", "")) if p)
+# A developer's own tracking server must never receive test runs.
+os.environ.pop("MLFLOW_TRACKING_URI", None)
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
 
@@ -32,6 +39,13 @@ def make_config(tmp_path: Path, **sections: dict[str, Any]) -> RunConfig:
             "update_baseline": "never",
             "tolerances": {"throughput_drop_pct": 10.0, "step_time_increase_pct": 10.0},
         },
+        # MLflow is opt-in per test (tests/tracking turn it on against a real server); when on, the
+        # embedded store and the spool stay inside the test's directory.
+        "tracking": {
+            "enabled": False,
+            "local_dir": str(tmp_path / "mlflow"),
+            "spool_dir": str(tmp_path / "spool"),
+        },
         "out": str(tmp_path / "out"),
     }
     for name, values in sections.items():
@@ -45,3 +59,61 @@ def make_config(tmp_path: Path, **sections: dict[str, Any]) -> RunConfig:
 @pytest.fixture
 def config_factory(tmp_path: Path) -> Any:
     return lambda **sections: make_config(tmp_path, **sections)
+
+
+# A real `mlflow server` on 127.0.0.1 for the session, started only when a test asks for it. Lean
+# settings (one worker, no job runner); it serves artifacts itself (--artifacts-destination), as a
+# shared team server does, so uploads and downloads go over HTTP as in production.
+MLFLOW = Path(sys.executable).with_name("mlflow")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    root = tmp_path_factory.mktemp("mlflow-server")
+    port = free_port()
+    log = open(root / "server.log", "w")  # noqa: SIM115 - closed after the server stops
+    process = subprocess.Popen(
+        [
+            str(MLFLOW),
+            "server",
+            "--backend-store-uri",
+            f"sqlite:///{root / 'mlflow.db'}",
+            "--artifacts-destination",
+            str(root / "artifacts"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    uri = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    try:
+        while True:
+            try:
+                if requests.get(f"{uri}/health", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"mlflow server did not start; log: {root / 'server.log'}")
+            time.sleep(0.5)
+        yield uri
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benchgate import stats
-from benchgate.files import write_json
+from benchgate.files import read_json, write_json
 from benchgate.results import METRICS_FILE, Bundle, load_bundle
 
 HISTORY_LENGTH = 20
@@ -36,7 +36,23 @@ def find_baseline(baseline_dir: Path, machine_profile: str, workload: str) -> Bu
     return load_bundle(location)
 
 
-def save_baseline(run: Bundle, baseline_dir: Path, reason: str) -> Path:
+def read_meta(baseline_dir: Path, machine_profile: str, workload: str) -> dict[str, Any] | None:
+    """The stored baseline's baseline.json (who, when, why), None if there is none."""
+    path = baseline_location(baseline_dir, machine_profile, workload) / "baseline.json"
+    return read_json(path) if path.exists() else None
+
+
+def save_baseline(
+    run: Bundle,
+    baseline_dir: Path,
+    reason: str,
+    *,
+    created_unix: float | None = None,
+    history: list[dict[str, Any]] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Store `run` as its profile's baseline. By default its history extends the previous baseline's;
+    a baseline copied from MLflow brings its own (`history`), its marking time and its origin (`extra`)."""
     workload = run.workload
     assert workload is not None, "a loaded bundle always has metrics"
     location = baseline_location(baseline_dir, run.machine_profile, workload)
@@ -55,11 +71,13 @@ def save_baseline(run: Bundle, baseline_dir: Path, reason: str) -> Path:
             "commit": run.env.get("git", {}).get("commit"),
             "branch": run.env.get("git", {}).get("branch"),
             "reason": reason,
-            "created_unix": time.time(),
+            "created_unix": time.time() if created_unix is None else created_unix,
             "source": str(run.path.resolve()),
+            **(extra or {}),
         }
         write_json(staging / "baseline.json", meta)
-        history = _extended_history(previous.history if previous else [], run, meta)
+        if history is None:
+            history = _extended_history(previous.history if previous else [], run, meta)
         write_json(staging / "history.json", {"runs": history})
         retired = location.with_name(f".{location.name}.old")
         shutil.rmtree(retired, ignore_errors=True)

@@ -32,6 +32,7 @@ from benchgate.files import write_json
 from benchgate.flops import lookup_peak, mfu
 from benchgate.launch import resolve_threads
 from benchgate.progress import PROGRESS_PREFIX
+from benchgate.sysmetrics import sampling
 from benchgate.training import Trainer, build_trainer, resolve_device, resolve_precision
 from benchgate.workloads.base import load_workload
 
@@ -153,7 +154,9 @@ def run_worker(config: RunConfig, out: Path) -> dict[str, Any] | None:
         torch.cuda.synchronize()
     timer = StepTimer(device, bench.steps)
     reference = DriftReference() if bench.drift_reference and device.type == "cpu" else None
-    losses = _run_steps(trainer, bench.steps, timer, rank == 0, reference)
+    tracking = config.tracking
+    with sampling(rank == 0 and tracking.enabled and tracking.system_metrics) as sampler:
+        losses = _run_steps(trainer, bench.steps, timer, rank == 0, reference)
     per_rank_times = timer.seconds()
     rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
     gathered = _gather(
@@ -231,6 +234,8 @@ def run_worker(config: RunConfig, out: Path) -> dict[str, Any] | None:
         "wall_s": wall_s,
         "samples": samples,
     }
+    if sampler is not None:
+        metrics["system"] = sampler.result()
     write_json(out, metrics)
     return metrics
 

@@ -12,10 +12,9 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -27,14 +26,17 @@ from rich.progress import (
 
 from benchgate import __version__
 from benchgate.baseline import find_baseline
+from benchgate.cli_tracking import baseline_app, history, sync
 from benchgate.compare import compare as compare_bundles
 from benchgate.config import load_config
 from benchgate.env import capture_environment
 from benchgate.errors import EXIT_BAD_INPUT, EXIT_RUN_FAILED, BenchgateError, ConfigError
-from benchgate.kfp.local_run import run_gate
+from benchgate.kfp.local_run import GateOutcome, run_gate
 from benchgate.report import print_verdict
 from benchgate.results import Bundle, load_bundle
 from benchgate.stages import stage_env, write_comparison
+from benchgate.terminal import console, errors
+from benchgate.terminal import fail as _fail
 
 app = typer.Typer(
     help="Benchmark PyTorch training and gate regressions against a per-machine-profile baseline.",
@@ -42,14 +44,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-# CI logs are not terminals; rich would wrap the verdict table at 80 columns there.
-console = Console(width=None if sys.stdout.isatty() else 200)
-errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
-
-
-def _fail(exc: BenchgateError) -> NoReturn:
-    errors.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
-    raise typer.Exit(exc.exit_code)
 
 
 def _parse_pairs(pairs: list[str], flag: str) -> dict[str, Any]:
@@ -121,6 +115,12 @@ def run(
     ] = "",
     repository: Annotated[str, typer.Option(help="git URL of the code under test (with --commit).")] = "",
     branch: Annotated[str, typer.Option(help="The commit's branch (with --commit).")] = "",
+    tracking_uri: Annotated[
+        str | None, typer.Option(help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else local).")
+    ] = None,
+    tracking: Annotated[
+        bool | None, typer.Option("--tracking/--no-tracking", help="Log to MLflow (default: on).")
+    ] = None,
 ) -> None:
     """Run the whole gate locally: the benchgate pipeline, through kfp.local."""
     try:
@@ -139,6 +139,8 @@ def run(
             if update_baseline is None
             else ("always" if update_baseline else "never"),
             "out": out,
+            "tracking.uri": tracking_uri,
+            "tracking.enabled": tracking,
         }
         cfg = load_config(config, overrides)
         with Progress(
@@ -158,7 +160,24 @@ def run(
     console.print(f"pipeline run: {outcome.pipeline_dir}  (log: {outcome.out_dir}/logs/pipeline.log)")
     if outcome.baseline_written:
         console.print(f"baseline written: {outcome.baseline_written}")
+    _print_tracking(outcome)
     raise typer.Exit(outcome.comparison.exit_code)
+
+
+def _print_tracking(outcome: GateOutcome) -> None:
+    state, published = outcome.tracking, outcome.published
+    if not state.get("enabled"):
+        return
+    if state.get("reachable") is False:
+        console.print(f"[yellow]warning:[/] {state.get('error')}: compared against the cached baseline")
+    if published.get("mlflow_run_id"):
+        where = published.get("mlflow_url") or f"{state.get('uri')}  (browse: make ui)"
+        console.print(f"MLflow run {published['mlflow_run_id']}: {where}")
+    if published.get("spooled"):
+        console.print(
+            f"[yellow]warning:[/] not in MLflow yet; spooled in {published['spooled']}: "
+            "`benchgate sync` sends it"
+        )
 
 
 @app.command()
@@ -280,6 +299,12 @@ def env(
 def version() -> None:
     """Print benchgate's version."""
     console.print(__version__)
+
+
+# The MLflow commands (cli_tracking.py), listed after the gate's own.
+app.add_typer(baseline_app, name="baseline")
+app.command()(history)
+app.command()(sync)
 
 
 def main() -> None:  # pragma: no cover - console entry point used by `python -m benchgate`

@@ -140,10 +140,23 @@ class GateConfig(_Model):
 
 
 class TrackingConfig(_Model):
+    enabled: bool = Field(True, description="Log each gate run to MLflow and take baselines from there.")
     uri: str = Field(
         "",
-        description="MLflow tracking URI for this run's records (empty: MLFLOW_TRACKING_URI, or local).",
+        description="MLflow tracking URI (empty: MLFLOW_TRACKING_URI, else the local store in local_dir).",
     )
+    experiment: str = Field("benchgate", min_length=1, description="MLflow experiment of the gate runs.")
+    local_dir: Path = Field(
+        Path(".benchgate/mlflow"), description="The embedded store: SQLite (mlflow.db) and artifacts."
+    )
+    spool_dir: Path = Field(
+        Path(".benchgate/spool"), description="Runs not yet logged to MLflow; `benchgate sync` sends them."
+    )
+    max_wait_s: float = Field(
+        30.0, ge=0, description="Longest a run waits, in total, on an unreachable tracking server."
+    )
+    system_metrics: bool = Field(True, description="Sample CPU/GPU use and memory during the bench.")
+    history_runs: int = Field(20, ge=1, le=500, description="Earlier runs of the profile in the report.")
 
 
 class RunConfig(_Model):

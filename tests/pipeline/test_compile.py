@@ -113,12 +113,25 @@ def test_no_task_is_cached_and_every_image_is_this_version(
         assert "pip install" not in " ".join(executor["container"]["command"])
 
 
-def test_the_gate_branches_end_in_a_gate_task_mounting_the_baseline_store(
+def test_the_tasks_that_publish_a_verdict_mount_the_baseline_store_and_spool(
     pipeline: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
+    # compare and confirm read the baseline cache and write the baseline and the MLflow spool.
     spec, platform = pipeline
-    for name in ("gate", "gate (confirmed)", "compare"):
+    for name in ("compare", "confirm"):
         task, _ = _task_by_display_name(spec, name)
         k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"][_executor(spec, task)]
         assert k8s["pvcMount"][0]["mountPath"] == "/mnt/benchgate"
         assert k8s["pvcMount"][0]["pvcNameParameter"]["componentInputParameter"].endswith("baseline_pvc")
+    for name in ("gate", "gate (confirmed)"):
+        _task_by_display_name(spec, name)  # both branches end in a gate task
+
+
+def test_the_env_task_gets_the_kfp_run_id_as_the_mlflow_run_key(
+    pipeline: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    spec, _ = pipeline
+    task, _ = _task_by_display_name(spec, "env")
+    parameters = task["inputs"]["parameters"]
+    assert parameters["kfp_run_id"]["runtimeValue"]["constant"] == "{{$.pipeline_job_uuid}}"
+    assert parameters["kfp_run_name"]["runtimeValue"]["constant"] == "{{$.pipeline_job_name}}"

@@ -13,6 +13,7 @@ def test_pipeline_parameters_describe_the_config_they_came_from(tmp_path: Path) 
             "bench": {"workload": "m:f", "workload_args": {"size": "tiny"}, "steps": 7, "seed": 3},
             "eval": {"enabled": False},
             "gate": {"tolerances": {"throughput_drop_pct": 3.0}, "baseline_dir": str(tmp_path)},
+            "tracking": {"local_dir": str(tmp_path / "mlflow"), "spool_dir": str(tmp_path / "spool")},
         }
     )
     arguments = parameters_from_config(config, [1, 4])
@@ -66,3 +67,22 @@ def test_a_bad_pipeline_parameter_names_the_field() -> None:
 def test_only_ws1_and_one_ws_n_map_onto_the_pipeline(world_sizes: list[int]) -> None:
     with pytest.raises(ConfigError, match=r"bench\.world_sizes: got"):
         parameters_from_config(parse_config({}), world_sizes)
+
+
+def test_a_cluster_run_keeps_the_spool_and_embedded_store_on_the_baseline_volume() -> None:
+    # A run started from the KFP UI passes config={}: relative defaults would vanish with the pod.
+    config = config_from_parameters(
+        {},
+        workload="m:f",
+        workload_args={},
+        world_size_n=2,
+        steps=5,
+        warmup=1,
+        tolerances={},
+        update_baseline="auto",
+        baseline_dir="/mnt/benchgate/baselines",
+        mlflow_tracking_uri="http://mlflow.example:5000",
+    )
+    assert config.tracking.spool_dir == Path("/mnt/benchgate/spool")
+    assert config.tracking.local_dir == Path("/mnt/benchgate/mlflow")
+    assert config.tracking.uri == "http://mlflow.example:5000"

@@ -39,6 +39,8 @@ def capture_env(
     repository: str,
     commit: str,
     branch: str,
+    kfp_run_id: str,
+    kfp_run_name: str,
     setup: Output[Artifact],
 ) -> None:
     """Validate the run's parameters into config.json and capture env.json and the machine profile."""
@@ -56,7 +58,7 @@ def capture_env(
         "baseline_dir": baseline_dir,
         "mlflow_tracking_uri": mlflow_tracking_uri,
     }
-    env_task(parameters, repository, commit, branch, setup.path)
+    env_task(parameters, repository, commit, branch, kfp_run_id, kfp_run_name, setup.path)
 
 
 @component
@@ -95,17 +97,23 @@ def compare(
     bench_1: Input[Artifact],
     bench_n: Input[Artifact],
     evaluation: Input[Artifact],
+    trace: Input[Artifact],
     results: Output[Artifact],
     verdict: Output[Markdown],
     figures: Output[Metrics],
 ) -> NamedTuple("CompareOutputs", [("verdict", str), ("confirm_world_sizes", str)]):  # type: ignore[valid-type]
-    """Compare the run with the baseline of its machine profile: PASS / WARN / FAIL per check."""
+    """Compare the run with its profile's baseline (from MLflow): PASS / WARN / FAIL per check; publish
+    a final verdict (report, baseline, MLflow)."""
     from collections import namedtuple
 
     from benchgate.kfp.tasks import compare_task
 
     outcome, confirm = compare_task(
-        setup.path, [bench_1.path, bench_n.path], evaluation.path, results.path, verdict.path, figures
+        setup.path,
+        [bench_1.path, bench_n.path, evaluation.path, trace.path],
+        results.path,
+        verdict.path,
+        figures,
     )
     CompareOutputs = namedtuple("CompareOutputs", ["verdict", "confirm_world_sizes"])
     return CompareOutputs(outcome, confirm)
@@ -122,7 +130,7 @@ def confirm(
     verdict: Output[Markdown],
     figures: Output[Metrics],
 ) -> str:
-    """Re-run the world sizes whose timing FAILed; a FAIL stands only where it repeats."""
+    """Re-run the world sizes whose timing FAILed; a FAIL stands only where it repeats. Publishes."""
     from benchgate.kfp.tasks import confirm_task
 
     return confirm_task(
@@ -131,11 +139,11 @@ def confirm(
 
 
 @component
-def gate(setup: Input[Artifact], results: Input[Artifact], summary: Output[Artifact]) -> None:
-    """Update the baseline as the policy says; fail the run on a FAIL verdict."""
+def gate(results: Input[Artifact], summary: Output[Artifact]) -> None:
+    """Fail the run on a FAIL verdict (the verdict is already published)."""
     from benchgate.kfp.tasks import gate_task
 
-    gate_task(setup.path, results.path, summary.path)
+    gate_task(results.path, summary.path)
 
 
 ALL = (capture_env, bench, evaluate, trace, compare, confirm, gate)

@@ -7,8 +7,9 @@ the directory `gate.baseline_dir`.
 
 This module only adds what a terminal user needs around it: fail-fast checks before minutes of work,
 the tasks' stage markers turned into progress bars (kfp.local's own log goes to logs/pipeline.log), and
-the results gathered from the pipeline root into `config.out` in the familiar layout. A task's error
-comes back as the same BenchgateError (and exit code) it raised.
+the results gathered from the pipeline root into `config.out` in the familiar layout (with report.html),
+and what became of the run in MLflow. A task's error comes back as the same BenchgateError (and exit
+code) it raised.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from benchgate.kfp.params import parameters_from_config
 from benchgate.kfp.tasks import ERROR_FILE
 from benchgate.launch import default_world_sizes, visible_gpus
 from benchgate.progress import MarkerRelay, Reporter, SilentReporter
+from benchgate.publish import TRACKING_FILE
 from benchgate.source import validate_branch, validate_commit, validate_repository
 
 PIPELINE_DIR = "pipeline"
@@ -43,6 +45,10 @@ STALE = (
     "compare.md",
     "env.json",
     "config.json",
+    "run.json",
+    "report.html",
+    "tracking.json",
+    "published.json",
 )
 STALE_DIRS = ("confirm", "trace", PIPELINE_DIR)
 
@@ -54,6 +60,10 @@ class GateOutcome:
     baseline_written: Path | None
     pipeline_dir: Path
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    # What became of the run in MLflow: mlflow_run_id / mlflow_url, or where it is spooled.
+    published: dict[str, Any] = field(default_factory=dict)
+    # What the run saw of MLflow: reachable, waited_s, error (tracking.json).
+    tracking: dict[str, Any] = field(default_factory=dict)
 
 
 class _TimedReporter:
@@ -159,7 +169,16 @@ def run_gate(
     _gather(run_dir, results, out_dir)
     comparison = Comparison.from_dict(read_json(out_dir / "compare.json"))
     written = summary.get("baseline_written")
-    return GateOutcome(comparison, out_dir, Path(written) if written else None, run_dir, timed.seconds)
+    tracking_file = out_dir / TRACKING_FILE
+    return GateOutcome(
+        comparison,
+        out_dir,
+        Path(written) if written else None,
+        run_dir,
+        timed.seconds,
+        published={k: v for k, v in summary.items() if k not in ("verdict", "exit_code")},
+        tracking=read_json(tracking_file) if tracking_file.exists() else {},
+    )
 
 
 def _run_directory(pipeline_root: Path, log_path: Path) -> Path:

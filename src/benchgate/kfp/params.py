@@ -9,6 +9,7 @@ RunConfig into arguments, so a local run and a cluster run are described by the 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 from benchgate.config import RunConfig, parse_config
@@ -17,6 +18,11 @@ from benchgate.errors import ConfigError
 # The baseline store on a cluster: a PersistentVolumeClaim mounted here (see pipeline.py).
 CLUSTER_BASELINE_MOUNT = "/mnt/benchgate"
 CLUSTER_BASELINE_DIR = f"{CLUSTER_BASELINE_MOUNT}/baselines"
+# MLflow's spool and (without a tracking URI) its embedded store: on the same volume, so they outlive pods.
+CLUSTER_TRACKING_DIRS = {
+    "spool_dir": f"{CLUSTER_BASELINE_MOUNT}/spool",
+    "local_dir": f"{CLUSTER_BASELINE_MOUNT}/mlflow",
+}
 
 
 def world_sizes_for(n: int) -> list[int]:
@@ -51,8 +57,11 @@ def config_from_parameters(
     )
     gate["tolerances"] = {**gate.get("tolerances", {}), **tolerances}
     gate.update(update_baseline=update_baseline, baseline_dir=baseline_dir)
+    tracking = data.setdefault("tracking", {})
     if mlflow_tracking_uri:
-        data.setdefault("tracking", {})["uri"] = mlflow_tracking_uri
+        tracking["uri"] = mlflow_tracking_uri
+    for key, cluster_default in CLUSTER_TRACKING_DIRS.items():
+        tracking.setdefault(key, cluster_default)
     return parse_config(data)
 
 
@@ -65,6 +74,9 @@ def parameters_from_config(config: RunConfig, world_sizes: list[int]) -> dict[st
         )
     # KFP parameters cannot hold null; a None field means "the default", so dropping it changes nothing.
     dumped = config.model_dump(mode="json", exclude_none=True)
+    # Tasks may run in another directory: paths go in absolute, as baseline_dir does below.
+    for key in CLUSTER_TRACKING_DIRS:
+        dumped["tracking"][key] = str(Path(getattr(config.tracking, key)).resolve())
     return {
         "config": dumped,
         "workload": config.bench.workload,

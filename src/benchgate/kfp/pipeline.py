@@ -10,8 +10,12 @@ Why this shape:
 - capture-env asks for N GPUs on the GPU pool, so the machine profile it records (GPU model *and count*,
   driver, CUDA, NCCL) is that of the machine the ws=N bench runs on, not of some CPU node.
 - A timing FAIL is repeated once by `confirm` before it counts (gate.confirm_failures): one noisy run
-  on a shared node is not a regression. Both branches end in `gate`, which fails the run on FAIL so the
-  KFP UI shows it red, after `compare` has already published the verdict table.
+  on a shared node is not a regression. The task that reaches the final verdict (compare, or confirm)
+  publishes it: HTML report, baseline policy, and the MLflow parent and child runs. Both branches end
+  in `gate`, which fails the run on FAIL so the KFP UI shows it red after all of that is done.
+- The baseline comes from MLflow (the newest run marked baseline for this machine profile), cached in
+  the directory store on the PVC, which is also the fallback while MLflow is unreachable; the spool of
+  runs not yet logged lives on the same PVC.
 - Nothing is cached: a cached bench would report an old commit's timings.
 
 Platform settings come from parameters (kfp-kubernetes): the accelerator resource and count, the GPU
@@ -92,6 +96,9 @@ def benchgate_pipeline(
         repository=repository,
         commit=commit,
         branch=branch,
+        # The run's key in MLflow: resolved by KFP (and kfp.local) to this pipeline run's id.
+        kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        kfp_run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
     )
     on_gpus(common(env, "env"), world_size_n)
     setup = env.outputs["setup"]
@@ -101,7 +108,7 @@ def benchgate_pipeline(
         common(c.bench(setup=setup, world_size=world_size_n, skip_if_one=True), "bench ws=N"), world_size_n
     ).after(bench_1)
     evaluation = on_gpus(common(c.evaluate(setup=setup), "eval"), 1).after(bench_n)
-    on_gpus(common(c.trace(setup=setup), "trace"), 1).after(bench_n)
+    profile = on_gpus(common(c.trace(setup=setup), "trace"), 1).after(bench_n)
 
     compared = with_baselines(
         common(
@@ -110,12 +117,13 @@ def benchgate_pipeline(
                 bench_1=bench_1.outputs["results"],
                 bench_n=bench_n.outputs["results"],
                 evaluation=evaluation.outputs["results"],
+                trace=profile.outputs["trace"],
             ),
             "compare",
         )
     )
     with dsl.If(compared.outputs["confirm_world_sizes"] == "", name="verdict final"):
-        with_baselines(common(c.gate(setup=setup, results=compared.outputs["results"]), "gate"))
+        common(c.gate(results=compared.outputs["results"]), "gate")
     with dsl.Else(name="timing FAIL to confirm"):
         confirmed = with_baselines(
             on_gpus(
@@ -134,4 +142,4 @@ def benchgate_pipeline(
                 world_size_n,
             )
         )
-        with_baselines(common(c.gate(setup=setup, results=confirmed.outputs["results"]), "gate (confirmed)"))
+        common(c.gate(results=confirmed.outputs["results"]), "gate (confirmed)")

@@ -16,6 +16,7 @@ import contextlib
 import shutil
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -83,7 +84,27 @@ def _use_source(env: dict[str, Any], workspace: Path) -> None:
     use_source(source.get("repository", ""), source.get("commit", ""), workspace)
 
 
-def env_task(parameters: dict[str, Any], repository: str, commit: str, branch: str, setup_dir: str) -> None:
+def run_record(kfp_run_id: str, kfp_run_name: str) -> dict[str, Any]:
+    """run.json: the key this run is logged under in MLflow (the KFP run id, unique per pipeline run)."""
+    # Outside KFP (a component function called directly) the placeholders arrive unresolved.
+    run_id = "" if kfp_run_id.startswith("{{") else kfp_run_id
+    return {
+        "run_key": run_id or uuid.uuid4().hex,
+        "kfp_run_id": run_id,
+        "kfp_run_name": "" if kfp_run_name.startswith("{{") else kfp_run_name,
+        "started_unix": time.time(),
+    }
+
+
+def env_task(
+    parameters: dict[str, Any],
+    repository: str,
+    commit: str,
+    branch: str,
+    kfp_run_id: str,
+    kfp_run_name: str,
+    setup_dir: str,
+) -> None:
     """Validate the run's parameters into config.json and capture env.json (with the code under test).
 
     Everything that can fail fast fails here, before any GPU is busy for minutes: the parameters, the
@@ -91,6 +112,7 @@ def env_task(parameters: dict[str, Any], repository: str, commit: str, branch: s
     """
     from benchgate.kfp.params import config_from_parameters
     from benchgate.launch import check_world_size
+    from benchgate.publish import RUN_FILE
     from benchgate.source import use_source, validate_branch, validate_commit, validate_repository
     from benchgate.stages import stage_env
     from benchgate.workloads.base import load_workload
@@ -108,6 +130,7 @@ def env_task(parameters: dict[str, Any], repository: str, commit: str, branch: s
         env["source"] = source
         write_json(out / "env.json", env)
         write_json(out / "config.json", config.model_dump(mode="json"))
+        write_json(out / RUN_FILE, run_record(kfp_run_id, kfp_run_name))
         load_workload(config.bench.workload, dict(config.bench.workload_args))
         for ws in config.bench.world_sizes or []:
             check_world_size(ws, config.bench.device, env["gpu"]["count"])
@@ -192,25 +215,34 @@ def _copy_results(source: Path, dest: Path) -> None:
 
 def compare_task(
     setup_dir: str,
-    bench_dirs: list[str],
-    eval_dir: str,
+    input_dirs: list[str],
     results_dir: str,
     verdict_markdown: str,
     figures: MetricsSink,
 ) -> tuple[str, str]:
-    """Assemble the run's bundle, compare it with the baseline; returns (verdict, world sizes to confirm)."""
+    """Assemble the run's bundle, compare it with the baseline; returns (verdict, world sizes to confirm).
+
+    The baseline is MLflow's newest for this profile (cached in the directory store, which is also the
+    fallback). A verdict that needs no confirmation is final, so this task also publishes it (report,
+    baseline policy, MLflow): the common path imports MLflow in one process only.
+    """
+    from benchgate.publish import publish_run, refresh_baseline
     from benchgate.stages import stage_compare, worlds_to_confirm
 
     with reporting_errors("compare", results_dir):
         out = Path(results_dir)
         out.mkdir(parents=True, exist_ok=True)
-        for directory in (setup_dir, *bench_dirs, eval_dir):
+        for directory in (setup_dir, *input_dirs):
             _copy_results(Path(directory), out)
         config, _ = _load_setup(setup_dir)
         with stage("compare"):
+            refresh_baseline(config, out)
             comparison, _, baseline = stage_compare(config, out)
         confirm = worlds_to_confirm(config, comparison, baseline)
         publish_verdict(out, verdict_markdown, figures)
+        if not confirm:
+            with stage("publish"):
+                publish_run(config, out, comparison.verdict)
         return comparison.verdict, ",".join(str(ws) for ws in confirm)
 
 
@@ -228,6 +260,7 @@ def confirm_task(
 
     `gpus` and `accelerator_type` are what the task asked the cluster for (its pod spec).
     """
+    from benchgate.publish import publish_run
     from benchgate.stages import stage_confirm
 
     with reporting_errors("confirm", results_dir):
@@ -240,6 +273,8 @@ def confirm_task(
         with stage(f"confirm: re-run ws={world_sizes}", config.bench.steps) as reporter:
             comparison = stage_confirm(config, out, worlds, reporter.stage_progress)
         publish_verdict(out, verdict_markdown, figures)
+        with stage("publish"):
+            publish_run(config, out, comparison.verdict)
         return comparison.verdict
 
 
@@ -257,28 +292,29 @@ def publish_verdict(results: Path, verdict_markdown: str, figures: MetricsSink) 
             figures.log_metric("scaling_efficiency_pct", float(check["current"]))
 
 
-def gate_task(setup_dir: str, results_dir: str, summary_path: str) -> None:
-    """Update the baseline as the policy says, then fail the task (and so the run) on a FAIL verdict.
+def gate_task(results_dir: str, summary_path: str) -> None:
+    """Fail the task (and so the run) on a FAIL verdict, after writing summary.json.
 
-    Writes summary.json (verdict, exit code, where a baseline was written) before deciding.
+    The verdict was published (report, baseline, MLflow) by the task that reached it; the summary says
+    what became of it, for `benchgate run` and for people reading the run in the KFP UI.
     """
-    from benchgate.stages import stage_update_baseline
+    from benchgate.publish import PUBLISHED_FILE
 
     with reporting_errors("gate", summary_path):
-        config, _ = _load_setup(setup_dir)
-        compared = read_json(Path(results_dir) / "compare.json")
+        results = Path(results_dir)
+        compared = read_json(results / "compare.json")
+        published = read_json(results / PUBLISHED_FILE)
         with stage("gate"):
-            written = stage_update_baseline(config, Path(results_dir), compared["verdict"])
-        write_json(
-            Path(summary_path),
-            {
-                "verdict": compared["verdict"],
-                "exit_code": compared["exit_code"],
-                "baseline_written": str(written) if written else None,
-            },
-        )
-        if written:
-            print(f"benchgate gate: baseline written: {written}", flush=True)
+            write_json(
+                Path(summary_path),
+                {"verdict": compared["verdict"], "exit_code": compared["exit_code"], **published},
+            )
+        if published.get("baseline_written"):
+            print(f"benchgate gate: baseline written: {published['baseline_written']}", flush=True)
+        if published.get("mlflow_run_id"):
+            print(f"benchgate gate: logged to MLflow as run {published['mlflow_run_id']}", flush=True)
+        if published.get("spooled"):
+            print(f"benchgate gate: not in MLflow yet, spooled in {published['spooled']}", flush=True)
         print(f"benchgate gate: verdict {compared['verdict']}", flush=True)
         if compared["verdict"] == "FAIL":
             # Not an error: the gate did its job. A non-zero exit turns the run red in the KFP UI.

@@ -1,0 +1,210 @@
+"""Screenshot of the MLflow UI's runs table after two real gate runs (two commits, one machine profile).
+
+Starts a throwaway MLflow server in a temp dir, makes a tiny git repository with two commits on `main`,
+runs `benchgate run` on each commit with MLFLOW_TRACKING_URI pointing at the server, then opens the
+experiment's runs table in headless Chromium and saves the picture.
+
+    .venv/bin/python benchmarks/mlflow_screenshot.py [--out docs/img/mlflow-runs.png]
+
+Needs Chromium on PATH (`apt-get install -y chromium`) and mlflow in the same environment as benchgate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NoReturn
+
+ROOT = Path(__file__).resolve().parent.parent
+EXPERIMENT = "benchgate"
+SHARE_KEY = "benchgate-screenshot"
+# Column ids as the UI spells them (<type>.`<name>`) with widths in px; the default view shows no
+# metrics at all, and at default widths the metric names are cut off.
+COLUMNS = {
+    "attributes.`Run Name`": 240,
+    "runDateAndNestInfo": 140,  # Created
+    "duration": 100,
+    "metrics.`ws1/tokens_per_s_p50`": 170,
+    "metrics.`ws2/tokens_per_s_p50`": 170,
+    "metrics.`ws1/step_time_ms_p50`": 170,
+    "metrics.`scaling_efficiency_pct`": 180,
+    "tags.`benchgate.verdict`": 140,
+    "tags.`benchgate.machine_profile`": 320,
+}
+# The browser opens the UI under this name, not 127.0.0.1: on a loopback hostname the UI auto-opens its
+# Assistant side panel, which would cover a third of the table. Chromium resolves *.localhost to loopback.
+UI_HOST = "mlflow.localhost"
+QUIET_ENV = {"MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+def find_chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if path := shutil.which(name):
+            return path
+    fail("Chromium not found on PATH; install it with: apt-get install -y chromium")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def mlflow_server(workdir: Path, timeout_s: float = 60.0) -> Iterator[str]:
+    """A sqlite-backed server on a free port; yields its URI and always stops it."""
+    port = free_port()
+    mlflow = Path(sys.executable).with_name("mlflow")
+    cmd = [str(mlflow), "server", "--backend-store-uri", f"sqlite:///{workdir}/mlflow.db",
+           "--artifacts-destination", str(workdir / "artifacts"),
+           "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+           "--allowed-hosts", f"127.0.0.1:{port},{UI_HOST}:{port}",
+           "--cors-allowed-origins", f"http://{UI_HOST}:{port}"]  # fmt: skip
+    log = workdir / "server.log"
+    with log.open("wb") as log_file:
+        env = {**os.environ, **QUIET_ENV}
+        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env)
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(uri, proc, log, timeout_s)
+        yield uri
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def wait_healthy(uri: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        if proc.poll() is not None:
+            fail(f"mlflow server exited with {proc.returncode}:\n{log.read_text()[-2000:]}")
+        with contextlib.suppress(OSError), urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
+            if response.status == 200:
+                print(f"mlflow server up at {uri} after {time.monotonic() - start:.1f} s")
+                return
+        time.sleep(0.5)
+    fail(f"mlflow server not healthy after {timeout_s:.0f} s:\n{log.read_text()[-2000:]}")
+
+
+def make_repo(repo: Path) -> list[str]:
+    """Two commits on `main` that differ only in README: same code, so one machine profile, two SHAs."""
+    git = ["git", "-C", str(repo), "-c", "user.name=benchgate", "-c", "user.email=benchgate@example.invalid",
+           "-c", "commit.gpgsign=false"]  # fmt: skip
+    repo.mkdir()
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    shas = []
+    for text in ("first\n", "second\n"):
+        (repo / "README").write_text(text)
+        subprocess.run([*git, "add", "README"], check=True)
+        subprocess.run([*git, "commit", "-q", "-m", text.strip()], check=True)
+        shas.append(subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True,
+                                   text=True).stdout.strip())  # fmt: skip
+    return shas
+
+
+def run_gates(tmp: Path, repo: Path, shas: list[str], uri: str) -> None:
+    env = {**os.environ, **QUIET_ENV, "MLFLOW_TRACKING_URI": uri}
+    for i, sha in enumerate(shas):
+        cmd = [sys.executable, "-m", "benchgate", "run", "--commit", sha, "--repository", f"file://{repo}",
+               "--branch", "main", "--workload-arg", "size=tiny", "--steps", "20", "--warmup", "3",
+               "--update-baseline", "--out", str(tmp / f"out-{i}"),
+               "--baseline-dir", str(tmp / "baselines")]  # fmt: skip
+        print(f"benchgate run --commit {sha[:12]} ...", flush=True)
+        code = subprocess.run(cmd, cwd=tmp, env=env).returncode
+        # 0 = pass and 1 = regression are both verdicts; anything else means the gate itself broke.
+        if code not in (0, 1):
+            fail(f"benchgate run --commit {sha} exited with {code}")
+
+
+def runs_table_url(uri: str) -> str:
+    """The runs-table URL of experiment 'benchgate', with a shared view state that picks the columns.
+
+    The UI loads a saved view from the experiment tag `mlflow.sharedViewState.<key>` when the URL has
+    `?viewStateShareKey=<key>` (what its Share button does); that is the only way to choose columns
+    without clicking, since the table's own state lives in the browser's local storage.
+    """
+    from mlflow import MlflowClient  # here, not at the top: importing mlflow takes seconds
+
+    # Fail fast rather than retry for minutes if the server died under us.
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name(EXPERIMENT)
+    if experiment is None:
+        fail(f"no experiment {EXPERIMENT!r} at {uri}: did benchgate run log to MLflow?", code=3)
+    # Run name, Created and Duration always show; selectedColumns adds the metric and tag columns.
+    selected = [column for column in COLUMNS if column.startswith(("metrics.", "tags."))]
+    view = {"selectedColumns": selected, "columnOrder": list(COLUMNS), "columnWidths": COLUMNS}
+    tag = f"mlflow.sharedViewState.{SHARE_KEY}"
+    client.set_experiment_tag(experiment.experiment_id, tag, json.dumps(view))
+    ui = uri.replace("127.0.0.1", UI_HOST)
+    return f"{ui}/#/experiments/{experiment.experiment_id}/runs?viewStateShareKey={SHARE_KEY}"
+
+
+def screenshot(chromium: str, url: str, out: Path, window: str, budget_ms: int) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="benchgate-chromium-") as profile:
+        # No sandbox: often run as root in containers. The network flags keep it from calling out;
+        # the virtual time budget is what lets the SPA fetch runs and render before the capture.
+        cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+               "--hide-scrollbars", f"--user-data-dir={profile}", f"--screenshot={out}",
+               f"--window-size={window}", f"--virtual-time-budget={budget_ms}", url]  # fmt: skip
+        try:
+            result = subprocess.run(cmd, capture_output=True, text=True, timeout=30 + budget_ms / 1000)
+        except subprocess.TimeoutExpired:
+            # Seen when the budget ran out before the first page load ended: Chromium then never exits.
+            fail(f"chromium hung taking the screenshot; try a larger --budget-ms than {budget_ms}")
+    if result.returncode != 0 or not out.is_file() or out.stat().st_size == 0:
+        fail(f"chromium made no screenshot (exit {result.returncode}):\n{result.stderr[-2000:]}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("docs/img/mlflow-runs.png"),
+                        help="PNG to write; relative paths are from the repository root")  # fmt: skip
+    # Wide enough for all columns at their widths; two runs need little height.
+    parser.add_argument("--window", default="1920,560", help="browser window WIDTH,HEIGHT in pixels")
+    parser.add_argument("--budget-ms", type=int, default=15000, help="Chromium virtual time budget")
+    args = parser.parse_args(argv)
+    out = args.out if args.out.is_absolute() else ROOT / args.out
+    chromium = find_chromium()  # before minutes of gate runs, not after
+    with tempfile.TemporaryDirectory(prefix="benchgate-mlflow-") as tmp_name:
+        tmp = Path(tmp_name)
+        with mlflow_server(tmp) as uri:
+            shas = make_repo(tmp / "repo")
+            run_gates(tmp, tmp / "repo", shas, uri)
+            url = runs_table_url(uri)
+            start = time.monotonic()
+            screenshot(chromium, url, out, args.window, args.budget_ms)
+            seconds = time.monotonic() - start
+    # Width and height open the IHDR chunk: after the 8-byte signature and the chunk's length and type.
+    width, height = struct.unpack(">II", out.read_bytes()[16:24])
+    print(f"url: {url}")
+    print(f"wrote {out} ({width}x{height} px, {out.stat().st_size} bytes) in {seconds:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""The MLflow commands: `benchgate baseline show|promote`, `benchgate history`, `benchgate sync`.
+
+Each reads the same settings as `benchgate run` (config file, MLFLOW_TRACKING_URI, --tracking-uri), so
+they talk to the store the runs went to. An unreachable server is exit 3 after the bounded wait, a run
+id or profile that does not exist is exit 2.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from benchgate.config import RunConfig, load_config
+from benchgate.errors import BenchgateError, RunFailedError
+from benchgate.terminal import console, fail
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+
+    from benchgate.tracking import Tracker
+
+baseline_app = typer.Typer(help="The baseline of a machine profile in MLflow: show it, or promote a run.")
+
+ConfigOption = Annotated[Path | None, typer.Option(help="TOML config file (the [tracking] section).")]
+UriOption = Annotated[
+    str | None, typer.Option(help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else the local store).")
+]
+ProfileOption = Annotated[
+    str | None, typer.Option(help="Machine profile (default: this machine's, as `benchgate env` prints it).")
+]
+WorkloadOption = Annotated[str | None, typer.Option(help="Only this workload (its name, e.g. gpt-tiny).")]
+
+
+def _config(config: Path | None, tracking_uri: str | None) -> RunConfig:
+    return load_config(config, {"tracking.uri": tracking_uri})
+
+
+def _connect(cfg: RunConfig) -> Tracker:
+    from benchgate import tracking
+
+    try:
+        return tracking.connect(cfg)
+    except tracking.TrackingUnavailable as e:
+        raise RunFailedError(str(e)) from None
+
+
+def _this_profile() -> str:
+    from benchgate.env import capture_environment
+
+    return str(capture_environment()["machine_profile"])
+
+
+def _when(unix: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(unix))
+
+
+@baseline_app.command("promote")
+def baseline_promote(
+    run_id: Annotated[str, typer.Argument(help="The parent (gate) run to make the baseline.")],
+    reason: Annotated[
+        str, typer.Option(help="Why; kept as a tag on the run.")
+    ] = "benchgate baseline promote",
+    config: ConfigOption = None,
+    tracking_uri: UriOption = None,
+) -> None:
+    """Make a logged gate run the baseline of its machine profile and workload, from now on."""
+    from benchgate import tracking
+
+    try:
+        tracker = _connect(_config(config, tracking_uri))
+        run = tracking.promote(tracker, run_id, reason)
+    except BenchgateError as exc:
+        fail(exc)
+    tags = run.data.tags
+    commit = tags.get(tracking.TAG_COMMIT, "?")[:12]
+    console.print(
+        f"promoted run {run_id} ({tags.get(tracking.TAG_WORKLOAD)} @ {commit}) "
+        f"to baseline of machine profile {tags.get(tracking.TAG_PROFILE)}"
+    )
+
+
+@baseline_app.command("show")
+def baseline_show(
+    profile: ProfileOption = None,
+    workload: WorkloadOption = None,
+    config: ConfigOption = None,
+    tracking_uri: UriOption = None,
+) -> None:
+    """The current baseline of a machine profile in MLflow, one per workload."""
+    from benchgate import tracking
+
+    try:
+        tracker = _connect(_config(config, tracking_uri))
+        profile = profile or _this_profile()
+        runs = tracking.gate_runs(tracker, profile, workload, baselines_only=True, limit=500)
+    except BenchgateError as exc:
+        fail(exc)
+    newest: dict[str, Run] = {}
+    for run in runs:
+        name = run.data.tags.get(tracking.TAG_WORKLOAD, "?")
+        best = newest.get(name)
+        if best is None or tracking.baseline_since(run) > tracking.baseline_since(best):
+            newest[name] = run
+    if not newest:
+        console.print(f"no baseline in MLflow for machine profile {profile!r} at {tracker.uri}")
+        return
+    table = Table(title=f"baselines · {profile}", title_justify="left")
+    for column in ("workload", "run", "commit", "branch", "since", "reason", "tokens/s p50 by ws"):
+        table.add_column(column, overflow="fold")
+    for name, run in sorted(newest.items()):
+        tags, metrics = run.data.tags, run.data.metrics
+        rates = ", ".join(
+            f"ws{key[2:].split('/')[0]}: {value:,.0f}"
+            for key, value in sorted(metrics.items())
+            if key.endswith("/tokens_per_s_p50")
+        )
+        table.add_row(
+            name,
+            run.info.run_id,
+            tags.get(tracking.TAG_COMMIT, "")[:12],
+            tags.get(tracking.TAG_BRANCH, ""),
+            _when(tracking.baseline_since(run)),
+            tags.get(tracking.TAG_BASELINE_REASON, ""),
+            rates,
+        )
+    console.print(table)
+
+
+HISTORY_COLUMNS = (
+    ("tok/s ws1", "ws1/tokens_per_s_p50", "{:,.0f}"),
+    ("step ms ws1", "ws1/step_time_ms_p50", "{:.1f}"),
+    ("mem MiB ws1", "ws1/peak_memory_mib", "{:,.0f}"),
+    ("scaling %", "scaling_efficiency_pct", "{:.1f}"),
+    ("perplexity", "eval/perplexity", "{:.4f}"),
+)
+
+
+def history(
+    profile: ProfileOption = None,
+    workload: WorkloadOption = None,
+    last: Annotated[int, typer.Option(min=1, max=500, help="How many of the newest runs.")] = 10,
+    png: Annotated[Path, typer.Option(help="Where to write the plot.")] = Path("benchgate-history.png"),
+    config: ConfigOption = None,
+    tracking_uri: UriOption = None,
+) -> None:
+    """The last runs of a machine profile: a table of key figures and a PNG of them over commits."""
+    from benchgate import tracking
+    from benchgate.plots import history_png
+
+    try:
+        tracker = _connect(_config(config, tracking_uri))
+        profile = profile or _this_profile()
+        runs = tracking.gate_runs(tracker, profile, workload, limit=last)
+    except BenchgateError as exc:
+        fail(exc)
+    if not runs:
+        console.print(f"no gate runs in MLflow for machine profile {profile!r} at {tracker.uri}")
+        raise typer.Exit(0)
+    points = [tracking.history_point(run) for run in reversed(runs)]  # oldest first
+    table = Table(title=f"history · {profile} · last {len(points)}", title_justify="left")
+    for column in (
+        "date",
+        "commit",
+        "branch",
+        "workload",
+        "verdict",
+        "baseline",
+        *(c[0] for c in HISTORY_COLUMNS),
+    ):
+        table.add_column(column)
+    for run, point in zip(reversed(runs), points, strict=True):
+        cells = [
+            fmt.format(point.figures[key]) if key in point.figures else "—" for _, key, fmt in HISTORY_COLUMNS
+        ]
+        table.add_row(
+            _when(point.created_unix),
+            (point.commit or "?")[:12],
+            point.branch or "",
+            run.data.tags.get(tracking.TAG_WORKLOAD, ""),
+            point.verdict or "",
+            "yes" if point.is_baseline else "",
+            *cells,
+        )
+    console.print(table)
+    console.print(f"plot: {history_png(points, png)}")
+
+
+def sync(
+    config: ConfigOption = None,
+    tracking_uri: UriOption = None,
+    spool_dir: Annotated[
+        Path | None, typer.Option(help="Spool directory (default: tracking.spool_dir).")
+    ] = None,
+) -> None:
+    """Send the runs spooled while MLflow was unreachable. Safe to repeat: a run is never logged twice."""
+    from benchgate import spool, tracking
+
+    try:
+        cfg = load_config(config, {"tracking.uri": tracking_uri, "tracking.spool_dir": spool_dir})
+        entries = spool.pending(cfg.tracking.spool_dir)
+        if not entries:
+            console.print(f"nothing to sync in {cfg.tracking.spool_dir}")
+            return
+        tracker = _connect(cfg)
+        for entry in entries:
+            try:
+                run_id, logged = tracking.log_entry(tracker, entry)
+            except tracking.send_errors() as e:
+                raise RunFailedError(f"{entry}: {tracking.short_error(e)} (left in the spool)") from None
+            spool.remove(entry)
+            state = "logged" if logged else "already in MLflow"
+            console.print(f"{entry.name}: {state} as run {run_id}")
+    except BenchgateError as exc:
+        fail(exc)

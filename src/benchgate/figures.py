@@ -1,0 +1,82 @@
+"""A run's key figures as flat, stable names: what MLflow stores, history reads back and plots draw.
+
+One naming for every consumer, so a figure logged today is found by `benchgate history` next month:
+
+    ws<N>/tokens_per_s_p50   ws<N>/tokens_per_s_p90   ws<N>/step_time_ms_p50   ws<N>/step_time_ms_p90
+    ws<N>/peak_memory_mib    ws<N>/mfu_6nd_pct        ws<N>/mfu_attention_pct  ws<N>/loss_slope
+    scaling_efficiency_pct   eval/perplexity          eval/probe_<name>_accuracy_pct
+    gate/exit_code           gate/checks_<pass|warn|fail|new>
+
+The prefix before "/" is the section the MLflow UI groups charts under. Figures that do not exist for a
+run (MFU on CPU, eval when disabled) are left out rather than logged as zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchgate import stats
+from benchgate.compare import Comparison, scaling_efficiency
+from benchgate.results import Bundle
+
+KEY_FIGURES = ("tokens_per_s_p50", "step_time_ms_p50", "peak_memory_mib", "mfu_6nd_pct")
+
+
+def bench_figures(metrics: dict[str, Any]) -> dict[str, float]:
+    """One world size's summary figures (names without the ws<N>/ prefix)."""
+    samples = metrics["samples"]
+    values: dict[str, float | None] = {
+        "tokens_per_s_p50": stats.percentile(samples["tokens_per_s"], 50),
+        "tokens_per_s_p90": stats.percentile(samples["tokens_per_s"], 90),
+        "step_time_ms_p50": stats.percentile(samples["step_time_s"], 50) * 1e3,
+        "step_time_ms_p90": stats.percentile(samples["step_time_s"], 90) * 1e3,
+        "peak_memory_mib": metrics["memory"]["peak_bytes"] / 2**20,
+        "mfu_6nd_pct": metrics.get("mfu", {}).get("dense_6n"),
+        "mfu_attention_pct": metrics.get("mfu", {}).get("attention_aware"),
+        "loss_slope": metrics.get("loss_slope", {}).get("slope"),
+    }
+    return {name: float(v) for name, v in values.items() if v is not None}
+
+
+def eval_figures(evaluation: dict[str, Any] | None) -> dict[str, float]:
+    if not evaluation or "perplexity" not in evaluation:
+        return {}
+    figures = {"eval/perplexity": float(evaluation["perplexity"])}
+    for name, probe in evaluation.get("probes", {}).items():
+        figures[f"eval/probe_{name}_accuracy_pct"] = float(probe["accuracy_pct"])
+    return figures
+
+
+def gate_figures(comparison: Comparison) -> dict[str, float]:
+    figures = {"gate/exit_code": float(comparison.exit_code)}
+    for status in ("PASS", "WARN", "FAIL", "NEW"):
+        figures[f"gate/checks_{status.lower()}"] = float(sum(c.status == status for c in comparison.checks))
+    return figures
+
+
+def run_figures(bundle: Bundle, comparison: Comparison | None = None) -> dict[str, float]:
+    """Every key figure of one gate run, flat (the parent run's metrics in MLflow)."""
+    figures: dict[str, float] = {}
+    for ws, metrics in sorted(bundle.metrics.items()):
+        figures.update({f"ws{ws}/{name}": v for name, v in bench_figures(metrics).items()})
+    scaling = scaling_efficiency(bundle.metrics)
+    if scaling is not None:
+        figures["scaling_efficiency_pct"] = 100.0 * scaling[1]
+    figures.update(eval_figures(bundle.eval))
+    if comparison is not None:
+        figures.update(gate_figures(comparison))
+    return figures
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """One earlier gate run of a machine profile and workload, as history and plots see it."""
+
+    commit: str | None
+    created_unix: float
+    figures: dict[str, float] = field(default_factory=dict)
+    run_id: str | None = None
+    branch: str | None = None
+    verdict: str | None = None
+    is_baseline: bool = False

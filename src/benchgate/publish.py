@@ -1,0 +1,165 @@
+"""Where a gate run meets MLflow: the baseline before compare, the record after the final verdict.
+
+    before compare   refresh_baseline: the newest MLflow baseline of this profile and workload is
+                     copied into the directory store, which compare reads. The directory store is the
+                     cache, and the fallback when MLflow is unreachable.
+    after verdict    publish_run: HTML report, baseline policy (directory store), then the run goes
+                     into the spool and, if MLflow is reachable, is logged from there.
+
+What this run saw of MLflow is kept in `tracking.json` beside the results, so the second half never
+waits again on a server the first half found down: a run waits at most tracking.max_wait_s in total.
+Unreachable MLflow is a warning, never a failed run: the verdict stands on the cached baseline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchgate.baseline import find_baseline, read_meta, save_baseline
+from benchgate.compare import Comparison
+from benchgate.config import RunConfig
+from benchgate.figures import HistoryPoint
+from benchgate.files import read_json, write_json
+from benchgate.results import Bundle, load_bundle
+
+TRACKING_FILE = "tracking.json"
+RUN_FILE = "run.json"
+PUBLISHED_FILE = "published.json"
+
+
+def warn(message: str) -> None:
+    print(f"benchgate: warning: {message}", file=sys.stderr, flush=True)
+
+
+def _state(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / TRACKING_FILE
+    return read_json(path) if path.exists() else {}
+
+
+def refresh_baseline(config: RunConfig, run_dir: Path) -> dict[str, Any]:
+    """Bring the directory store up to date with MLflow's baseline for this run's profile and workload.
+
+    Writes and returns the tracking state: reachable or not, seconds waited, the MLflow baseline run,
+    and the profile's recent runs (for the report's history plots).
+    """
+    from benchgate import tracking
+
+    current = load_bundle(run_dir)
+    state: dict[str, Any] = {"enabled": config.tracking.enabled, "waited_s": 0.0, "history": []}
+    if not config.tracking.enabled:
+        write_json(run_dir / TRACKING_FILE, state)
+        return state
+    state["uri"] = tracking.resolve_uri(config)
+    try:
+        tracker = tracking.connect(config)
+    except tracking.TrackingUnavailable as e:
+        state.update(reachable=False, waited_s=e.waited_s, error=str(e))
+        warn(f"{e}; comparing against the cached baseline in {config.gate.baseline_dir}")
+        write_json(run_dir / TRACKING_FILE, state)
+        return state
+    workload = str(current.workload)
+    recent = tracking.gate_runs(
+        tracker, current.machine_profile, workload, limit=config.tracking.history_runs
+    )
+    baselines = tracking.gate_runs(tracker, current.machine_profile, workload, baselines_only=True, limit=20)
+    newest = tracking.newest_baseline(baselines)
+    state.update(
+        reachable=True,
+        experiment_id=tracker.experiment_id,
+        history=[dataclasses.asdict(tracking.history_point(r)) for r in reversed(recent)],
+    )
+    if newest is not None:
+        state["baseline_run_id"] = newest.info.run_id
+        _cache(config, tracker, newest, baselines, current)
+    write_json(run_dir / TRACKING_FILE, state)
+    return state
+
+
+def _cache(config: RunConfig, tracker: Any, newest: Any, baselines: list[Any], current: Bundle) -> None:
+    """Copy MLflow's newest baseline into the directory store unless the store's is as new or newer.
+
+    The store can be newer: a baseline written while MLflow was down, whose run is still in the spool.
+    """
+    from benchgate import tracking
+
+    since = tracking.baseline_since(newest)
+    cached = read_meta(config.gate.baseline_dir, current.machine_profile, str(current.workload))
+    if cached is not None and (
+        cached.get("mlflow_run_id") == newest.info.run_id or float(cached.get("created_unix", 0)) >= since
+    ):
+        return
+    with tempfile.TemporaryDirectory(prefix="benchgate-baseline-") as tmp:
+        bundle = load_bundle(tracking.download_bundle(tracker, newest.info.run_id, Path(tmp)))
+        save_baseline(
+            bundle,
+            config.gate.baseline_dir,
+            reason=f"MLflow run {newest.info.run_id}",
+            created_unix=since,
+            history=tracking.history_from_runs(baselines),
+            extra={
+                "mlflow_run_id": newest.info.run_id,
+                "commit": newest.data.tags.get(tracking.TAG_COMMIT),
+                "branch": newest.data.tags.get(tracking.TAG_BRANCH),
+                "source": f"{tracker.uri} run {newest.info.run_id}",
+            },
+        )
+
+
+def _history(state: dict[str, Any]) -> list[HistoryPoint]:
+    return [HistoryPoint(**point) for point in state.get("history", [])]
+
+
+def write_report(config: RunConfig, run_dir: Path) -> Path:
+    """report.html: the verdict with plots against the baseline and the profile's recent runs."""
+    from benchgate.plots import html_report
+
+    current = load_bundle(run_dir)
+    comparison = Comparison.from_dict(read_json(run_dir / "compare.json"))
+    baseline = find_baseline(config.gate.baseline_dir, current.machine_profile, str(current.workload))
+    path = run_dir / "report.html"
+    path.write_text(html_report(current, comparison, baseline, _history(_state(run_dir))), encoding="utf-8")
+    return path
+
+
+def publish_run(config: RunConfig, run_dir: Path, verdict: str) -> dict[str, Any]:
+    """After the final verdict: report, baseline policy, spool, and MLflow. Writes published.json."""
+    from benchgate.stages import stage_update_baseline
+
+    write_report(config, run_dir)
+    written = stage_update_baseline(config, run_dir, verdict)
+    published: dict[str, Any] = {"baseline_written": str(written) if written else None}
+    if config.tracking.enabled:
+        published |= _record(config, run_dir, written)
+    write_json(run_dir / PUBLISHED_FILE, published)
+    return published
+
+
+def _record(config: RunConfig, run_dir: Path, written: Path | None) -> dict[str, Any]:
+    from benchgate import spool, tracking
+
+    record = dict(read_json(run_dir / RUN_FILE))
+    if written is not None:
+        meta = read_json(written / "baseline.json")
+        record |= {"baseline_since_unix": meta["created_unix"], "baseline_reason": meta["reason"]}
+    entry = spool.write_entry(config.tracking.spool_dir, run_dir, record)
+    state = _state(run_dir)
+    budget = max(0.0, config.tracking.max_wait_s - float(state.get("waited_s", 0.0)))
+    spooled = {"mlflow_run_id": None, "spooled": str(entry.resolve())}
+    if state.get("reachable") is False:
+        warn(f"this run is not in MLflow yet; it is spooled in {entry}: `benchgate sync` sends it")
+        return spooled
+    try:
+        tracker = tracking.connect(config, budget)
+        run_id, _ = tracking.log_entry(tracker, entry)
+    except tracking.send_errors() as e:
+        warn(
+            f"logging to MLflow failed ({tracking.short_error(e)}); the run is spooled in {entry}: "
+            "`benchgate sync` sends it"
+        )
+        return spooled
+    spool.remove(entry)
+    return {"mlflow_run_id": run_id, "spooled": None, "mlflow_url": tracking.run_url(tracker, run_id)}

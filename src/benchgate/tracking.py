@@ -1,0 +1,470 @@
+"""MLflow adapter: each gate run as a parent run with a child per world size and eval; baselines back.
+
+Layout in the experiment (default "benchgate"):
+
+    parent  "<workload> @ <commit12>"  tags: machine profile, workload, commit, branch, version, KFP run
+            params: the validated config, flattened ("bench.steps", "gate.tolerances....")
+            metrics: figures.run_figures (ws<N>/..., scaling_efficiency_pct, eval/..., gate/...) and the
+                     per-step series ws<N>/step_time_ms, ws<N>/tokens_per_s, ws<N>/loss
+            artifacts: env.json, config.json, metrics-ws<N>.json, eval.json, compare.json, compare.md,
+                       report.html, trace/
+    child   "bench ws=<N>"  that world size's figures, series and system metrics (system/...)
+    child   "eval"          perplexity and probe accuracies
+
+Only one process talks to MLflow per run (the task that reaches the final verdict), after the timed
+work: logging can never perturb a step time. Everything is sent from a spool entry already on disk
+(spool.py), tagged with the run's key; a parent is created RUNNING and set FINISHED by the last call,
+so a FINISHED parent with the key means "already logged" and an unfinished one is a broken upload
+that is deleted and redone. That makes sending idempotent: `benchgate sync` can run any number of times.
+
+A baseline is a FINISHED parent tagged benchgate.baseline=true; the newest by its marking time wins.
+
+Waiting is bounded: http(s) servers are probed on /health until a deadline before any MLflow call, and
+MLflow's own retries (which wait ~4 minutes on a dead server by default) are cut to one short retry.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import requests
+
+from benchgate import __version__
+from benchgate.compare import Comparison
+from benchgate.config import RunConfig
+from benchgate.errors import BadInputError
+from benchgate.figures import HistoryPoint, bench_figures, eval_figures, run_figures
+from benchgate.files import read_json
+from benchgate.results import METRICS_FILE, load_bundle
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric, Run
+
+TAG_KIND = "benchgate.kind"  # "gate" on parents, "stage" on children
+TAG_PROFILE = "benchgate.machine_profile"
+TAG_WORKLOAD = "benchgate.workload"
+TAG_RUN_KEY = "benchgate.run_key"
+TAG_VERSION = "benchgate.version"
+TAG_VERDICT = "benchgate.verdict"
+TAG_KFP_RUN_ID = "benchgate.kfp_run_id"
+TAG_KFP_RUN_NAME = "benchgate.kfp_run_name"
+TAG_REPOSITORY = "benchgate.repository"
+TAG_BASELINE = "benchgate.baseline"
+TAG_BASELINE_SINCE = "benchgate.baseline_since_unix"
+TAG_BASELINE_REASON = "benchgate.baseline_reason"
+TAG_STAGE = "benchgate.stage"
+TAG_COMMIT = "mlflow.source.git.commit"
+TAG_BRANCH = "mlflow.source.git.branch"
+TAG_PARENT = "mlflow.parentRunId"
+
+# MLflow's defaults retry a dead server for ~4 minutes per call; a gate run has max_wait_s in total.
+HTTP_LIMITS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
+}
+PROBE_TIMEOUT_S = 3.0
+MAX_PARAM_LENGTH = 6000
+METRICS_PER_CALL = 1000
+PARAMS_PER_CALL = 100
+
+
+class TrackingUnavailable(Exception):
+    """The tracking server could not be used; `waited_s` is how long we waited on it."""
+
+    def __init__(self, message: str, waited_s: float = 0.0) -> None:
+        super().__init__(message)
+        self.waited_s = waited_s
+
+
+def send_errors() -> tuple[type[BaseException], ...]:
+    from mlflow.exceptions import MlflowException
+
+    return (TrackingUnavailable, MlflowException, requests.RequestException, OSError)
+
+
+def resolve_uri(config: RunConfig) -> str:
+    """config.tracking.uri, else MLFLOW_TRACKING_URI, else the embedded SQLite store in local_dir."""
+    uri = config.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI", "")
+    if uri:
+        return uri
+    return f"sqlite:///{(Path(config.tracking.local_dir) / 'mlflow.db').resolve()}"
+
+
+def is_local_store(config: RunConfig) -> bool:
+    return not (config.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI"))
+
+
+def _probe(uri: str, deadline: float) -> None:
+    """Wait until an http(s) server answers /health, or raise at the deadline (other stores: no probe)."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    started = time.monotonic()
+    error = ""
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            response = requests.get(
+                f"{uri.rstrip('/')}/health", timeout=max(0.2, min(PROBE_TIMEOUT_S, remaining))
+            )
+            if response.status_code < 500:
+                return
+            error = f"HTTP {response.status_code}"
+        except requests.RequestException as e:
+            error = type(e).__name__
+        if time.monotonic() + 1.0 > deadline:
+            waited = time.monotonic() - started
+            raise TrackingUnavailable(
+                f"MLflow at {uri} is unreachable ({error}) after {waited:.1f} s", waited
+            )
+        time.sleep(1.0)
+
+
+@dataclass
+class Tracker:
+    """A reachable tracking store and the experiment the gate runs go to."""
+
+    uri: str
+    client: MlflowClient
+    experiment_id: str
+
+
+def connect(config: RunConfig, budget_s: float | None = None) -> Tracker:
+    """Reach the tracking store within `budget_s` (default tracking.max_wait_s) and open the experiment."""
+    budget = config.tracking.max_wait_s if budget_s is None else budget_s
+    started = time.monotonic()
+    uri = resolve_uri(config)
+    _probe(uri, started + budget)
+    for name, value in HTTP_LIMITS.items():
+        os.environ.setdefault(name, value)  # an operator's explicit setting wins
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    if is_local_store(config):
+        Path(config.tracking.local_dir).mkdir(parents=True, exist_ok=True)
+    try:
+        client = MlflowClient(tracking_uri=uri)
+        experiment_id = _experiment(client, config)
+    except (MlflowException, requests.RequestException, OSError) as e:
+        waited = time.monotonic() - started
+        raise TrackingUnavailable(f"MLflow at {uri}: {short_error(e)}", waited) from None
+    return Tracker(uri, client, experiment_id)
+
+
+def short_error(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+
+
+def run_url(tracker: Tracker, run_id: str) -> str | None:
+    """The run's page in the MLflow UI (None for the embedded store: `make ui` serves it)."""
+    if not tracker.uri.startswith(("http://", "https://")):
+        return None
+    return f"{tracker.uri.rstrip('/')}/#/experiments/{tracker.experiment_id}/runs/{run_id}"
+
+
+def _experiment(client: MlflowClient, config: RunConfig) -> str:
+    from mlflow.exceptions import MlflowException
+
+    name = config.tracking.experiment
+    experiment = client.get_experiment_by_name(name)
+    if experiment is not None:
+        return str(experiment.experiment_id)
+    location = None
+    if is_local_store(config):
+        # Artifacts beside the SQLite file, not in ./mlruns of whatever directory a task runs in.
+        location = (Path(config.tracking.local_dir) / "artifacts").resolve().as_uri()
+    try:
+        return str(client.create_experiment(name, artifact_location=location))
+    except MlflowException:  # created meanwhile by another run
+        experiment = client.get_experiment_by_name(name)
+        if experiment is None:
+            raise
+        return str(experiment.experiment_id)
+
+
+# ---------------------------------------------------------------- writing
+
+
+def flatten_params(config: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    """The config as MLflow params: dotted keys, string values cut to MLflow's length limit."""
+    params: dict[str, str] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            params.update(flatten_params(value, f"{name}."))
+        else:
+            params[name] = str(value)[:MAX_PARAM_LENGTH]
+    return params
+
+
+def _metric(key: str, value: float, timestamp_ms: int, step: int = 0) -> Metric:
+    from mlflow.entities import Metric
+
+    return Metric(key, float(value), timestamp_ms, step)
+
+
+def _series(prefix: str, metrics: dict[str, Any], timestamp_ms: int) -> list[Metric]:
+    """Per-step series of one world size: step time, throughput, loss (step = measured step index)."""
+    samples = metrics["samples"]
+    out = []
+    for i, seconds in enumerate(samples["step_time_s"]):
+        out.append(_metric(f"{prefix}step_time_ms", seconds * 1e3, timestamp_ms, i))
+        out.append(_metric(f"{prefix}tokens_per_s", samples["tokens_per_s"][i], timestamp_ms, i))
+        out.append(_metric(f"{prefix}loss", samples["loss"][i], timestamp_ms, i))
+    return out
+
+
+def _system_series(metrics: dict[str, Any], started_ms: int) -> list[Metric]:
+    system = metrics.get("system") or {}
+    times = system.get("t_s", [])
+    out = []
+    for name, values in system.get("series", {}).items():
+        for i, value in enumerate(values):
+            if value is not None:
+                out.append(_metric(f"system/{name}", value, started_ms + int(times[i] * 1e3), i))
+    return out
+
+
+def _log_batch(
+    client: MlflowClient,
+    run_id: str,
+    metrics: list[Metric] | None = None,
+    params: dict[str, str] | None = None,
+) -> None:
+    from mlflow.entities import Param
+
+    metrics = metrics or []
+    items = [Param(k, v) for k, v in (params or {}).items()]
+    for i in range(0, len(items), PARAMS_PER_CALL):
+        client.log_batch(run_id, params=items[i : i + PARAMS_PER_CALL], synchronous=True)
+    for i in range(0, len(metrics), METRICS_PER_CALL):
+        client.log_batch(run_id, metrics=metrics[i : i + METRICS_PER_CALL], synchronous=True)
+
+
+def _tags(env: dict[str, Any], workload: str, record: dict[str, Any]) -> dict[str, str]:
+    git = env.get("git") or {}
+    source = env.get("source") or {}
+    tags = {
+        TAG_PROFILE: env["machine_profile"],
+        TAG_WORKLOAD: workload,
+        TAG_RUN_KEY: record["run_key"],
+        TAG_VERSION: __version__,
+        TAG_COMMIT: git.get("commit") or "",
+        TAG_BRANCH: git.get("branch") or "",
+        TAG_KFP_RUN_ID: record.get("kfp_run_id") or "",
+        TAG_KFP_RUN_NAME: record.get("kfp_run_name") or "",
+        TAG_REPOSITORY: source.get("repository") or "",
+    }
+    return {k: v for k, v in tags.items() if v}
+
+
+def find_logged(tracker: Tracker, run_key: str) -> Run | None:
+    """The parent already logged under `run_key` (finished or not), if any."""
+    runs = tracker.client.search_runs(
+        [tracker.experiment_id],
+        filter_string=f"tags.`{TAG_RUN_KEY}` = '{_quoted(run_key, 'run key')}'",
+        max_results=1,
+    )
+    return runs[0] if runs else None
+
+
+def log_entry(tracker: Tracker, entry: Path) -> tuple[str, bool]:
+    """Log one spool entry (a run's result directory with record.json); returns (parent id, newly)."""
+    client = tracker.client
+    record = read_json(entry / "record.json")
+    existing = find_logged(tracker, record["run_key"])
+    if existing is not None:
+        if existing.info.status == "FINISHED":
+            return existing.info.run_id, False
+        _delete_with_children(tracker, existing.info.run_id)  # a broken upload: redo it whole
+    bundle = load_bundle(entry)
+    workload = str(bundle.workload)
+    comparison = Comparison.from_dict(read_json(entry / "compare.json"))
+    started_ms = int(float(record["started_unix"]) * 1e3)
+    now_ms = int(time.time() * 1e3)
+    tags = _tags(bundle.env, workload, record) | {TAG_KIND: "gate", TAG_VERDICT: comparison.verdict}
+    marked = record.get("baseline_since_unix")
+    if marked is not None:
+        tags |= {
+            TAG_BASELINE: "true",
+            TAG_BASELINE_SINCE: f"{float(marked):.3f}",
+            TAG_BASELINE_REASON: str(record.get("baseline_reason", "")),
+        }
+    commit = tags.get(TAG_COMMIT, "")
+    run_name = f"{workload} @ {commit[:12]}" if commit else workload
+    parent = client.create_run(tracker.experiment_id, start_time=started_ms, tags=tags, run_name=run_name)
+    parent_id = parent.info.run_id
+    metrics = [_metric(k, v, now_ms) for k, v in run_figures(bundle, comparison).items()]
+    for ws, m in sorted(bundle.metrics.items()):
+        metrics += _series(f"ws{ws}/", m, now_ms)
+    _log_batch(client, parent_id, metrics, flatten_params(read_json(entry / "config.json")))
+    client.log_artifacts(parent_id, str(entry))
+
+    # Children share the parent's identity (profile, commit, ...) for filtering, not its baseline mark.
+    child_tags = {k: v for k, v in tags.items() if not k.startswith(("benchgate.baseline", TAG_RUN_KEY))}
+    child_tags |= {TAG_KIND: "stage", TAG_PARENT: parent_id}
+    for ws, m in sorted(bundle.metrics.items()):
+        name = f"bench ws={ws}"
+        child = client.create_run(
+            tracker.experiment_id, start_time=started_ms, tags=child_tags | {TAG_STAGE: name}, run_name=name
+        )
+        figures = [_metric(k, v, now_ms) for k, v in bench_figures(m).items()]
+        params = {
+            "world_size": str(ws),
+            "threads_per_rank": str(m.get("threads_per_rank")),
+            "timing": str(m.get("timing")),
+            "precision": str(m.get("precision")),
+        }
+        _log_batch(
+            client,
+            child.info.run_id,
+            figures + _series("", m, now_ms) + _system_series(m, started_ms),
+            params,
+        )
+        client.set_terminated(child.info.run_id, "FINISHED", now_ms)
+    if bundle.eval and "perplexity" in bundle.eval:
+        child = client.create_run(
+            tracker.experiment_id,
+            start_time=started_ms,
+            tags=child_tags | {TAG_STAGE: "eval"},
+            run_name="eval",
+        )
+        figures = [_metric(k.removeprefix("eval/"), v, now_ms) for k, v in eval_figures(bundle.eval).items()]
+        _log_batch(client, child.info.run_id, figures)
+        client.set_terminated(child.info.run_id, "FINISHED", now_ms)
+    # Last: FINISHED is what tells a complete upload from a broken one.
+    client.set_terminated(parent_id, "FINISHED", now_ms)
+    return parent_id, True
+
+
+def _delete_with_children(tracker: Tracker, parent_id: str) -> None:
+    children = tracker.client.search_runs(
+        [tracker.experiment_id], filter_string=f"tags.`{TAG_PARENT}` = '{parent_id}'"
+    )
+    for child in children:
+        tracker.client.delete_run(child.info.run_id)
+    tracker.client.delete_run(parent_id)
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _quoted(value: str, what: str) -> str:
+    """A value safe inside a single-quoted MLflow filter string (MLflow's grammar has no escapes)."""
+    if "'" in value or "\\" in value:
+        raise BadInputError(f"{what}: got {value!r} (quotes and backslashes cannot be searched for)")
+    return value
+
+
+def gate_runs(
+    tracker: Tracker,
+    profile: str,
+    workload: str | None = None,
+    baselines_only: bool = False,
+    limit: int = 100,
+) -> list[Run]:
+    """Finished gate runs (parents) of a machine profile, newest first."""
+    clauses = [
+        f"tags.`{TAG_KIND}` = 'gate'",
+        f"tags.`{TAG_PROFILE}` = '{_quoted(profile, 'machine profile')}'",
+        "attributes.status = 'FINISHED'",
+    ]
+    if workload:
+        clauses.append(f"tags.`{TAG_WORKLOAD}` = '{_quoted(workload, 'workload')}'")
+    if baselines_only:
+        clauses.append(f"tags.`{TAG_BASELINE}` = 'true'")
+    return list(
+        tracker.client.search_runs(
+            [tracker.experiment_id],
+            filter_string=" and ".join(clauses),
+            max_results=limit,
+            order_by=["attributes.start_time DESC"],
+        )
+    )
+
+
+def baseline_since(run: Run) -> float:
+    return float(run.data.tags.get(TAG_BASELINE_SINCE, "0") or 0)
+
+
+def newest_baseline(runs: list[Run]) -> Run | None:
+    marked = [r for r in runs if r.data.tags.get(TAG_BASELINE) == "true"]
+    return max(marked, key=baseline_since, default=None)
+
+
+def history_point(run: Run) -> HistoryPoint:
+    tags = run.data.tags
+    return HistoryPoint(
+        commit=tags.get(TAG_COMMIT) or None,
+        created_unix=run.info.start_time / 1e3,
+        figures=dict(run.data.metrics),
+        run_id=run.info.run_id,
+        branch=tags.get(TAG_BRANCH) or None,
+        verdict=tags.get(TAG_VERDICT),
+        is_baseline=tags.get(TAG_BASELINE) == "true",
+    )
+
+
+def download_bundle(tracker: Tracker, run_id: str, dest: Path) -> Path:
+    """The result files of a logged run that make a baseline (env, metrics, eval) into `dest`."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for info in tracker.client.list_artifacts(run_id):
+        name = Path(info.path).name
+        if name in ("env.json", "eval.json") or METRICS_FILE.match(name):
+            tracker.client.download_artifacts(run_id, info.path, str(dest))
+    return dest
+
+
+def get_gate_run(tracker: Tracker, run_id: str) -> Run:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        run = tracker.client.get_run(run_id)
+    except MlflowException:
+        raise BadInputError(f"RUN_ID: got {run_id!r} (no such run at {tracker.uri})") from None
+    if run.data.tags.get(TAG_KIND) != "gate":
+        raise BadInputError(
+            f"RUN_ID: got {run_id!r} (not a benchgate gate run: promote the parent run, not a stage)"
+        )
+    if run.info.status != "FINISHED":
+        raise BadInputError(f"RUN_ID: got {run_id!r} (its status is {run.info.status}, not FINISHED)")
+    return run
+
+
+def promote(tracker: Tracker, run_id: str, reason: str) -> Run:
+    """Mark a logged gate run as the baseline of its machine profile and workload from now on."""
+    get_gate_run(tracker, run_id)
+    for key, value in {
+        TAG_BASELINE: "true",
+        TAG_BASELINE_SINCE: f"{time.time():.3f}",
+        TAG_BASELINE_REASON: reason,
+    }.items():
+        tracker.client.set_tag(run_id, key, value)
+    return tracker.client.get_run(run_id)
+
+
+def history_from_runs(runs: list[Run]) -> list[dict[str, Any]]:
+    """Baseline runs as the directory store's history.json rows (run-level p50s: the noise floor)."""
+    rows = []
+    for run in sorted(runs, key=lambda r: r.info.start_time):
+        p50: dict[str, dict[str, float]] = {}
+        for key, value in run.data.metrics.items():
+            ws, _, name = key.partition("/")
+            if ws.startswith("ws") and name == "tokens_per_s_p50":
+                p50.setdefault(ws[2:], {})["tokens_per_s"] = value
+            elif ws.startswith("ws") and name == "step_time_ms_p50":
+                p50.setdefault(ws[2:], {})["step_time_s"] = value / 1e3
+        rows.append(
+            {
+                "commit": run.data.tags.get(TAG_COMMIT),
+                "created_unix": run.info.start_time / 1e3,
+                "p50": p50,
+                "mlflow_run_id": run.info.run_id,
+            }
+        )
+    return rows

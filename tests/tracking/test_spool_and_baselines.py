@@ -1,0 +1,213 @@
+"""MLflow down, sync, baselines per machine profile, promotion and history, against a real server."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlflow import MlflowClient
+
+from benchgate import spool, tracking
+from benchgate.baseline import read_meta
+from benchgate.config import parse_config
+from benchgate.files import read_json, write_json
+from benchgate.kfp.local_run import run_gate
+from benchgate.publish import refresh_baseline
+from conftest import free_port, make_config
+
+pytestmark = pytest.mark.slow
+
+
+def tracking_section(tmp_path: Path, uri: str, experiment: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "enabled": True,
+        "uri": uri,
+        "experiment": experiment,
+        "local_dir": str(tmp_path / "mlflow"),
+        "spool_dir": str(tmp_path / "spool"),
+        **extra,
+    }
+
+
+def benchgate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "benchgate", *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+def runs_with_key(client: MlflowClient, experiment: str, run_key: str) -> list[Any]:
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return []
+    return list(
+        client.search_runs(
+            [found.experiment_id], filter_string=f"tags.`{tracking.TAG_RUN_KEY}` = '{run_key}'"
+        )
+    )
+
+
+def test_server_down_run_completes_on_the_cached_baseline_and_sync_logs_it_once(
+    mlflow_server: str, tmp_path: Path
+) -> None:
+    experiment = f"down-{uuid.uuid4().hex[:8]}"
+    # The directory store already holds a baseline (cached by an earlier run).
+    run_gate(make_config(tmp_path, gate={"update_baseline": "always"}, out=str(tmp_path / "base")))
+    down = f"http://127.0.0.1:{free_port()}"
+    config = make_config(
+        tmp_path,
+        tracking=tracking_section(tmp_path, down, experiment, max_wait_s=4),
+        out=str(tmp_path / "down"),
+    )
+    outcome = run_gate(config)
+
+    assert outcome.tracking["reachable"] is False
+    assert outcome.tracking["waited_s"] <= 4.5  # the whole run's wait on the dead server
+    assert "unreachable" in outcome.tracking["error"]
+    statuses = {c.name: c.status for c in outcome.comparison.checks}
+    assert statuses["tokens/s p50 (ws=1)"] in ("PASS", "WARN")  # judged against the cached baseline
+    entry = Path(outcome.published["spooled"])
+    assert outcome.published["mlflow_run_id"] is None
+    assert {"record.json", "env.json", "metrics-ws1.json", "compare.json", "report.html"} <= {
+        p.name for p in entry.iterdir()
+    }
+    run_key = read_json(entry / "record.json")["run_key"]
+    kept = tmp_path / "kept-entry"
+    shutil.copytree(entry, kept)
+
+    settings = tmp_path / "tracking.toml"
+    settings.write_text(f'[tracking]\nexperiment = "{experiment}"\nspool_dir = "{tmp_path / "spool"}"\n')
+    synced = benchgate("sync", "--config", str(settings), "--tracking-uri", mlflow_server, cwd=tmp_path)
+    assert synced.returncode == 0, synced.stdout + synced.stderr
+    assert f"{run_key}: logged as run" in synced.stdout
+    client = MlflowClient(tracking_uri=mlflow_server)
+    logged = runs_with_key(client, experiment, run_key)
+    assert len(logged) == 1 and logged[0].info.status == "FINISHED"
+    assert logged[0].data.tags["benchgate.verdict"] == outcome.comparison.verdict
+
+    again = benchgate("sync", "--config", str(settings), "--tracking-uri", mlflow_server, cwd=tmp_path)
+    assert again.returncode == 0 and "nothing to sync" in again.stdout
+    # The same entry spooled twice (say, a copy restored from a backup): still one run.
+    shutil.copytree(kept, tmp_path / "spool" / run_key)
+    third = benchgate("sync", "--config", str(settings), "--tracking-uri", mlflow_server, cwd=tmp_path)
+    assert third.returncode == 0 and "already in MLflow" in third.stdout
+    assert len(runs_with_key(client, experiment, run_key)) == 1
+
+
+def test_sync_to_a_dead_server_fails_with_exit_3_and_keeps_the_spool(tmp_path: Path) -> None:
+    entry = tmp_path / "spool" / "k1"
+    entry.mkdir(parents=True)
+    write_json(entry / "record.json", {"run_key": "k1"})
+    settings = tmp_path / "t.toml"
+    settings.write_text(f'[tracking]\nmax_wait_s = 1.5\nspool_dir = "{tmp_path / "spool"}"\n')
+    started = time.monotonic()
+    result = benchgate(
+        "sync", "--config", str(settings), "--tracking-uri", f"http://127.0.0.1:{free_port()}", cwd=tmp_path
+    )
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "unreachable" in result.stderr
+    assert time.monotonic() - started < 30
+    assert (entry / "record.json").is_file()
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One finished gate run's result directory (tracking off), to make spool entries from."""
+    tmp = tmp_path_factory.mktemp("results")
+    return run_gate(make_config(tmp, out=str(tmp / "out"))).out_dir
+
+
+def entry_for(results: Path, spool_dir: Path, profile: str, commit: str, baseline: bool) -> Path:
+    """A spool entry of `results` as if measured on machine `profile` at `commit`."""
+    staging = spool_dir.parent / f"staging-{uuid.uuid4().hex[:8]}"
+    shutil.copytree(results, staging, ignore=shutil.ignore_patterns("pipeline", "logs"))
+    env = read_json(staging / "env.json")
+    env["machine_profile"], env["git"] = profile, {"commit": commit, "branch": "main"}
+    write_json(staging / "env.json", env)
+    for path in staging.glob("metrics-ws*.json"):
+        write_json(path, {**read_json(path), "machine_profile": profile})
+    record: dict[str, Any] = {"run_key": uuid.uuid4().hex, "started_unix": time.time()}
+    if baseline:
+        record |= {"baseline_since_unix": time.time(), "baseline_reason": "test"}
+    return spool.write_entry(spool_dir, staging, record)
+
+
+def connect(uri: str, experiment: str, tmp_path: Path) -> tracking.Tracker:
+    return tracking.connect(parse_config({"tracking": tracking_section(tmp_path, uri, experiment)}))
+
+
+def test_two_machine_profiles_in_one_experiment_never_see_each_others_baseline(
+    mlflow_server: str, results: Path, tmp_path: Path
+) -> None:
+    experiment = f"profiles-{uuid.uuid4().hex[:8]}"
+    tracker = connect(mlflow_server, experiment, tmp_path)
+    a_id, _ = tracking.log_entry(tracker, entry_for(results, tmp_path / "spool", "h100-x8", "a" * 40, True))
+    b_id, _ = tracking.log_entry(tracker, entry_for(results, tmp_path / "spool", "a100-x8", "b" * 40, True))
+
+    assert [r.info.run_id for r in tracking.gate_runs(tracker, "h100-x8", baselines_only=True)] == [a_id]
+    for profile, expected in (("h100-x8", a_id), ("a100-x8", b_id), ("l4-x1", None)):
+        run_dir = tmp_path / f"run-{profile}"
+        shutil.copytree(entry_for(results, tmp_path / "scratch", profile, "c" * 40, False), run_dir)
+        config = make_config(
+            tmp_path,
+            tracking=tracking_section(tmp_path, mlflow_server, experiment),
+            gate={"baseline_dir": str(tmp_path / f"cache-{profile}")},
+        )
+        state = refresh_baseline(config, run_dir)
+        assert state.get("baseline_run_id") == expected, profile
+        meta = read_meta(tmp_path / f"cache-{profile}", profile, "sleepy")
+        assert (meta or {}).get("mlflow_run_id") == expected
+        assert {p["run_id"] for p in state["history"]} == ({expected} if expected else set())
+
+
+def test_promote_show_and_history(mlflow_server: str, results: Path, tmp_path: Path) -> None:
+    experiment = f"promote-{uuid.uuid4().hex[:8]}"
+    tracker = connect(mlflow_server, experiment, tmp_path)
+    first, _ = tracking.log_entry(tracker, entry_for(results, tmp_path / "spool", "p1", "1" * 40, True))
+    second, _ = tracking.log_entry(tracker, entry_for(results, tmp_path / "spool", "p1", "2" * 40, False))
+    runs = tracking.gate_runs(tracker, "p1")
+    assert tracking.newest_baseline(runs).info.run_id == first  # type: ignore[union-attr]
+
+    settings = tmp_path / "t.toml"
+    settings.write_text(f'[tracking]\nexperiment = "{experiment}"\n')
+    common = ["--config", str(settings), "--tracking-uri", mlflow_server]
+    promoted = benchgate("baseline", "promote", second, *common, cwd=tmp_path)
+    assert promoted.returncode == 0, promoted.stdout + promoted.stderr
+    assert tracking.newest_baseline(tracking.gate_runs(tracker, "p1")).info.run_id == second  # type: ignore[union-attr]
+    shown = benchgate("baseline", "show", "--profile", "p1", *common, cwd=tmp_path)
+    assert shown.returncode == 0 and second in shown.stdout and first not in shown.stdout
+
+    child = tracker.client.search_runs(
+        [tracker.experiment_id], filter_string=f"tags.`{tracking.TAG_PARENT}` = '{second}'"
+    )[0]
+    refused = benchgate("baseline", "promote", child.info.run_id, *common, cwd=tmp_path)
+    assert refused.returncode == 2 and "not a benchgate gate run" in refused.stderr
+    unknown = benchgate("baseline", "promote", "0" * 32, *common, cwd=tmp_path)
+    assert unknown.returncode == 2 and "no such run" in unknown.stderr
+
+    png = tmp_path / "history.png"
+    shown = benchgate("history", "--profile", "p1", "--png", str(png), *common, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "111111111111" in shown.stdout and "222222222222" in shown.stdout
+    assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def test_an_interrupted_upload_is_redone_not_duplicated(
+    mlflow_server: str, results: Path, tmp_path: Path
+) -> None:
+    experiment = f"broken-{uuid.uuid4().hex[:8]}"
+    tracker = connect(mlflow_server, experiment, tmp_path)
+    entry = entry_for(results, tmp_path / "spool", "p2", "3" * 40, False)
+    run_key = read_json(entry / "record.json")["run_key"]
+    # What a crash halfway through an upload leaves: a parent with the key that never finished.
+    broken = tracker.client.create_run(tracker.experiment_id, tags={tracking.TAG_RUN_KEY: run_key})
+    run_id, logged = tracking.log_entry(tracker, entry)
+    assert logged and run_id != broken.info.run_id
+    found = runs_with_key(tracker.client, experiment, run_key)
+    assert [(r.info.run_id, r.info.status) for r in found] == [(run_id, "FINISHED")]
+    assert tracking.log_entry(tracker, entry) == (run_id, False)

@@ -1,0 +1,171 @@
+"""The pictures: real rendering of synthetic bundles, checked as files and as HTML."""
+
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from benchgate.compare import Check, Comparison, compare
+from benchgate.config import Tolerances
+from benchgate.figures import HistoryPoint
+from benchgate.plots import current_point, history_panels, history_png, html_report
+from benchgate.results import Bundle
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+PROFILE = "cpu-Test-x2_torch2.13.0"
+IMG_TAG = re.compile(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
+
+
+def bench(ws: int, step_s: float, seed: int, workload: str = "w", n: int = 30) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    times = [float(t) for t in step_s * (1 + 0.03 * rng.standard_normal(n))]
+    tokens = 512 * ws
+    return {
+        "workload": workload,
+        "world_size": ws,
+        "precision": "fp32",
+        "tokens_per_step_global": tokens,
+        "memory": {"peak_bytes": 400 * 2**20},
+        "samples": {
+            "step_time_s": times,
+            "tokens_per_s": [tokens / t for t in times],
+            "loss": [3.0 - 0.01 * i for i in range(n)],
+        },
+    }
+
+
+def bundle(
+    seed: int,
+    sizes: tuple[int, ...] = (1, 2),
+    step_s: float = 0.1,
+    workload: str = "w",
+    profile: str = PROFILE,
+    commit: str = "0123456789abcdef",
+) -> Bundle:
+    return Bundle(
+        path=Path(f"/runs/{seed}"),
+        env={"machine_profile": profile, "git": {"commit": commit, "branch": "main"}},
+        metrics={ws: bench(ws, step_s * (1 + 0.1 * (ws - 1)), seed + ws, workload) for ws in sizes},
+    )
+
+
+def history(n: int = 4, sizes: tuple[int, ...] = (1, 2)) -> list[HistoryPoint]:
+    points = []
+    for i in range(n):
+        figures = {f"ws{ws}/tokens_per_s_p50": 5000.0 * ws + 10 * i for ws in sizes}
+        figures.update({f"ws{ws}/step_time_ms_p50": 100.0 + i for ws in sizes})
+        if len(sizes) > 1:
+            figures["scaling_efficiency_pct"] = 90.0 - i
+        points.append(HistoryPoint(f"{i:x}" * 12, 1_700_000_000.0 + i, figures, is_baseline=i == 0))
+    # Given newest first on purpose: the plots must order by created_unix themselves.
+    return points[::-1]
+
+
+def images(page: str) -> list[bytes]:
+    return [base64.b64decode(data) for data in IMG_TAG.findall(page)]
+
+
+def test_html_report_inlines_three_pngs_and_needs_no_network() -> None:
+    baseline, current = bundle(1), bundle(2, step_s=0.12)
+    page = html_report(current, compare(baseline, current, Tolerances()), baseline, history())
+    pngs = images(page)
+    assert len(pngs) == 3
+    assert all(png.startswith(PNG_MAGIC) and 5_000 < len(png) < 200_000 for png in pngs)
+    assert "FAIL" in page.split("</h1>")[0]
+    assert "0123456789abcdef" in page
+    for external in ("http://", "https://", "<script", "<link"):
+        assert external not in page
+
+
+def test_html_report_colours_the_status_cell() -> None:
+    current = bundle(2)
+    comparison = Comparison(PROFILE, "w", None, [Check("made up", "%", 1.0, status="FAIL")])
+    page = html_report(current, comparison, None, [])
+    assert '<td style="font-weight:bold;color:#cf222e">FAIL</td>' in page
+    assert "<th>95% CI of change</th>" in page
+
+
+def test_html_report_escapes_strings_from_the_data() -> None:
+    evil = '<script>alert("x")</script>'
+    current = bundle(2, workload=evil, profile=f"p{evil}", commit=f'"><b>{evil}')
+    comparison = compare(None, current, Tolerances())
+    # A "$" pair in a commit would be read as mathtext by matplotlib and fail to draw.
+    points = [HistoryPoint("$\\oops{$", 1.0, {"ws1/tokens_per_s_p50": 1.0}), *history()]
+    page = html_report(current, comparison, None, points)
+    assert "<script>" not in page
+    assert '"><b>' not in page
+    assert "&quot;&gt;&lt;b&gt;" in page
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
+    assert "p&lt;script&gt;" in page
+    assert len(images(page)) == 3
+
+
+def test_html_report_without_baseline_says_so() -> None:
+    current = bundle(2)
+    page = html_report(current, compare(None, current, Tolerances()), None, [])
+    assert "baseline: <b>none</b>" in page
+    pngs = images(page)
+    assert len(pngs) == 3
+    assert pngs[0].startswith(PNG_MAGIC)
+
+
+def test_html_report_single_world_size_says_scaling_is_not_available() -> None:
+    baseline, current = bundle(1, sizes=(1,)), bundle(2, sizes=(1,))
+    page = html_report(current, compare(baseline, current, Tolerances()), baseline, history(sizes=(1,)))
+    assert "Scaling efficiency is not available" in page
+    assert len(images(page)) == 2
+
+
+def test_current_point_carries_the_run_figures_and_verdict() -> None:
+    current = bundle(2)
+    point = current_point(current, compare(None, current, Tolerances()))
+    assert point.commit == "0123456789abcdef"
+    assert point.branch == "main"
+    assert point.verdict == "PASS"
+    assert not point.is_baseline
+    assert point.figures["ws2/tokens_per_s_p50"] > point.figures["ws1/tokens_per_s_p50"]
+    assert 0 < point.figures["scaling_efficiency_pct"] < 100
+    assert point.figures["gate/exit_code"] == 0
+    assert current_point(current, None).verdict is None
+
+
+def test_history_png_writes_a_png(tmp_path: Path) -> None:
+    path = history_png(history(6), tmp_path / "nested" / "dir" / "history.png")
+    assert path == tmp_path / "nested" / "dir" / "history.png"
+    data = path.read_bytes()
+    assert data.startswith(PNG_MAGIC)
+    assert 5_000 < len(data) < 200_000
+
+
+def test_history_png_without_runs_raises(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no runs to plot"):
+        history_png([], tmp_path / "history.png")
+    assert not (tmp_path / "history.png").exists()
+
+
+def test_history_png_without_any_named_figure_raises(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="none of the runs"):
+        history_png(history(), tmp_path / "history.png", names=["eval/perplexity"])
+
+
+def test_history_panels_default_lists_only_present_figures() -> None:
+    points = history(sizes=(1,))
+    points.append(HistoryPoint(None, 0.0, {"ws4/peak_memory_mib": 512.0, "eval/perplexity": 2.0}))
+    assert history_panels(points) == [
+        "ws1/tokens_per_s_p50",
+        "ws1/step_time_ms_p50",
+        "ws4/peak_memory_mib",
+        "eval/perplexity",
+    ]
+
+
+def test_history_panels_skips_named_figures_no_run_has(tmp_path: Path) -> None:
+    names = ["ws1/step_time_ms_p50", "ws8/mfu_6nd_pct", "scaling_efficiency_pct"]
+    points = history(sizes=(1,))
+    assert history_panels(points, names) == ["ws1/step_time_ms_p50"]
+    assert history_png(points, tmp_path / "h.png", names).read_bytes().startswith(PNG_MAGIC)

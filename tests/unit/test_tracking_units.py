@@ -1,0 +1,109 @@
+"""The parts of MLflow tracking that need no server: URIs, waits, params, the spool, system metrics."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from benchgate import spool, tracking
+from benchgate.config import parse_config
+from benchgate.errors import BadInputError
+from benchgate.kfp.tasks import run_record
+from benchgate.sysmetrics import SystemSampler
+from conftest import free_port
+
+
+def test_tracking_uri_is_the_config_then_the_environment_then_the_local_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    local = parse_config({"tracking": {"local_dir": str(tmp_path / "m")}})
+    assert tracking.resolve_uri(local) == f"sqlite:///{tmp_path / 'm' / 'mlflow.db'}"
+    assert tracking.is_local_store(local)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://from-env:5000")
+    assert tracking.resolve_uri(local) == "http://from-env:5000"
+    explicit = parse_config({"tracking": {"uri": "http://from-config:5000"}})
+    assert tracking.resolve_uri(explicit) == "http://from-config:5000"
+    assert not tracking.is_local_store(explicit)
+
+
+def test_an_unreachable_server_is_given_up_on_within_the_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    config = parse_config({"tracking": {"uri": f"http://127.0.0.1:{free_port()}", "max_wait_s": 2}})
+    started = time.monotonic()
+    with pytest.raises(tracking.TrackingUnavailable, match="unreachable") as caught:
+        tracking.connect(config)
+    elapsed = time.monotonic() - started
+    assert 1.0 <= caught.value.waited_s <= 2.5
+    assert elapsed < 4
+
+
+def test_config_becomes_dotted_params_cut_to_mlflows_limit() -> None:
+    params = tracking.flatten_params(
+        {"bench": {"steps": 60, "workload_args": {"size": "tiny"}, "world_sizes": [1, 2]}, "x": "y" * 7000}
+    )
+    assert params["bench.steps"] == "60"
+    assert params["bench.workload_args.size"] == "tiny"
+    assert params["bench.world_sizes"] == "[1, 2]"
+    assert len(params["x"]) == tracking.MAX_PARAM_LENGTH
+
+
+@pytest.mark.parametrize("value", ["it's", "a\\b"])
+def test_a_value_that_cannot_be_searched_for_is_bad_input_naming_it(value: str) -> None:
+    with pytest.raises(BadInputError, match="workload: got"):
+        tracking._quoted(value, "workload")
+
+
+def test_run_key_is_the_kfp_run_id_or_a_fresh_one_outside_kfp() -> None:
+    assert run_record("4f1c-uuid", "benchgate-abc")["run_key"] == "4f1c-uuid"
+    outside = run_record("{{$.pipeline_job_uuid}}", "{{$.pipeline_job_name}}")
+    assert outside["kfp_run_id"] == "" and outside["kfp_run_name"] == ""
+    assert len(outside["run_key"]) == 32 and outside["run_key"] != run_record("", "")["run_key"]
+
+
+def test_spool_entry_holds_the_results_and_record_without_pipeline_plumbing(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    (results / "trace").mkdir(parents=True)
+    (results / "trace" / "a.pt.trace.json").write_text("{}")
+    (results / "compare.json").write_text("{}")
+    (results / "pipeline").mkdir()
+    (results / "logs").mkdir()
+    entry = spool.write_entry(tmp_path / "spool", results, {"run_key": "k1"})
+    assert sorted(p.name for p in entry.iterdir()) == ["compare.json", "record.json", "trace"]
+    assert spool.pending(tmp_path / "spool") == [entry]
+    # A staging directory left by a crash is not an entry.
+    (tmp_path / "spool" / ".k2.tmp").mkdir()
+    assert spool.pending(tmp_path / "spool") == [entry]
+    spool.remove(entry)
+    assert spool.pending(tmp_path / "spool") == []
+
+
+def test_system_sampler_series_align_with_their_times() -> None:
+    calls = {"n": 0}
+
+    def late_probe() -> dict[str, float]:
+        calls["n"] += 1
+        return {"late": 1.0} if calls["n"] > 1 else {}
+
+    sampler = SystemSampler(0.05, [lambda: {"steady": 2.0}, late_probe])
+    sampler.start()
+    time.sleep(0.3)
+    sampler.stop()
+    result = sampler.result()
+    n = len(result["t_s"])
+    assert n >= 3 and result["t_s"] == sorted(result["t_s"])
+    assert len(result["series"]["steady"]) == len(result["series"]["late"]) == n
+    assert math.isnan(result["series"]["late"][0]) and result["series"]["late"][-1] == 1.0
+
+
+def test_real_probes_read_cpu_and_memory() -> None:
+    sampler = SystemSampler(0.05)
+    sampler.start()
+    time.sleep(0.15)
+    sampler.stop()
+    series = sampler.result()["series"]
+    assert 0 <= series["cpu_utilization_percentage"][-1] <= 100 * (os.cpu_count() or 1)
+    assert series["system_memory_usage_megabytes"][-1] > 0

@@ -69,8 +69,8 @@ def requests_since(log: Path, offset: int) -> tuple[Counter[str], int]:
 
 def gate(tmp: Path, name: str, uri: str, tracking: bool, extra: list[str]) -> float:
     flag = "--tracking" if tracking else "--no-tracking"
-    command = [sys.executable, "-m", "benchgate", "run", flag, "--tracking-uri", uri, "--out", str(tmp / name),
-               "--baseline-dir", str(tmp / "baselines"), *extra]  # fmt: skip
+    command = [sys.executable, "-m", "benchgate", "run", flag, "--tracking-uri", uri,
+               "--out", str(tmp / name), "--baseline-dir", str(tmp / "baselines"), *extra]  # fmt: skip
     started = time.perf_counter()
     done = subprocess.run(command, cwd=tmp, capture_output=True, text=True)
     seconds = time.perf_counter() - started
@@ -101,8 +101,9 @@ def main() -> None:
                     (on if tracking else off).append(seconds)
                     if tracking:
                         calls.append(kinds)
-                    print(f"round {i + 1}: logging {'on ' if tracking else 'off'} {seconds:6.1f} s"
-                          + (f"  {sum(kinds.values())} HTTP calls" if tracking else ""), flush=True)  # fmt: skip
+                    calls_text = f"  {sum(kinds.values())} HTTP calls" if tracking else ""
+                    state = "on " if tracking else "off"
+                    print(f"round {i + 1}: logging {state} {seconds:6.1f} s{calls_text}", flush=True)
         finally:
             server.terminate()
             server.wait(timeout=30)

@@ -33,6 +33,8 @@ def config_for(out: Path) -> RunConfig:
             "gate.baseline_dir": out / "baselines",
             "gate.update_baseline": "never",
             "out": out / "run",
+            # MLflow's cost is measured on its own (tracking_overhead.py); this compares runners only.
+            "tracking.enabled": False,
         }
     )
 

@@ -33,6 +33,7 @@ def main() -> None:
             ],
             capture_output=True,
             text=True,
+            cwd=tmp,  # the embedded MLflow store and the spool land here, not in the checkout
         )
         wall = time.perf_counter() - start
         if result.returncode not in (0, 1):

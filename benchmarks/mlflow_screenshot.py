@@ -12,20 +12,18 @@ Needs Chromium on PATH (`apt-get install -y chromium`) and mlflow in the same en
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
-import socket
 import struct
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
+
+from local_mlflow import QUIET_ENV, free_port, mlflow_server
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENT = "benchgate"
@@ -46,7 +44,6 @@ COLUMNS = {
 # The browser opens the UI under this name, not 127.0.0.1: on a loopback hostname the UI auto-opens its
 # Assistant side panel, which would cover a third of the table. Chromium resolves *.localhost to loopback.
 UI_HOST = "mlflow.localhost"
-QUIET_ENV = {"MLFLOW_DISABLE_TELEMETRY": "true", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -59,53 +56,6 @@ def find_chromium() -> str:
         if path := shutil.which(name):
             return path
     fail("Chromium not found on PATH; install it with: apt-get install -y chromium")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@contextlib.contextmanager
-def mlflow_server(workdir: Path, timeout_s: float = 60.0) -> Iterator[str]:
-    """A sqlite-backed server on a free port; yields its URI and always stops it."""
-    port = free_port()
-    mlflow = Path(sys.executable).with_name("mlflow")
-    cmd = [str(mlflow), "server", "--backend-store-uri", f"sqlite:///{workdir}/mlflow.db",
-           "--artifacts-destination", str(workdir / "artifacts"),
-           "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-           "--allowed-hosts", f"127.0.0.1:{port},{UI_HOST}:{port}",
-           "--cors-allowed-origins", f"http://{UI_HOST}:{port}"]  # fmt: skip
-    log = workdir / "server.log"
-    with log.open("wb") as log_file:
-        env = {**os.environ, **QUIET_ENV}
-        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env)
-    uri = f"http://127.0.0.1:{port}"
-    try:
-        wait_healthy(uri, proc, log, timeout_s)
-        yield uri
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def wait_healthy(uri: str, proc: subprocess.Popen[bytes], log: Path, timeout_s: float) -> None:
-    start = time.monotonic()
-    while time.monotonic() - start < timeout_s:
-        if proc.poll() is not None:
-            fail(f"mlflow server exited with {proc.returncode}:\n{log.read_text()[-2000:]}")
-        with contextlib.suppress(OSError), urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
-            if response.status == 200:
-                print(f"mlflow server up at {uri} after {time.monotonic() - start:.1f} s")
-                return
-        time.sleep(0.5)
-    fail(f"mlflow server not healthy after {timeout_s:.0f} s:\n{log.read_text()[-2000:]}")
 
 
 def make_repo(repo: Path) -> list[str]:
@@ -193,7 +143,11 @@ def main(argv: list[str] | None = None) -> None:
     chromium = find_chromium()  # before minutes of gate runs, not after
     with tempfile.TemporaryDirectory(prefix="benchgate-mlflow-") as tmp_name:
         tmp = Path(tmp_name)
-        with mlflow_server(tmp) as uri:
+        port = free_port()
+        # The UI is opened as UI_HOST, so the server must accept that host name and its origin.
+        ui_access = ["--allowed-hosts", f"127.0.0.1:{port},{UI_HOST}:{port}",
+                     "--cors-allowed-origins", f"http://{UI_HOST}:{port}"]  # fmt: skip
+        with mlflow_server(tmp, port, ui_access) as (uri, _):
             shas = make_repo(tmp / "repo")
             run_gates(tmp, tmp / "repo", shas, uri)
             url = runs_table_url(uri)

@@ -13,9 +13,7 @@ Target: median(logging on) / median(logging off) <= 1.05.
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,35 +22,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import requests
+from local_mlflow import mlflow_server
 
-MLFLOW = Path(sys.executable).with_name("mlflow")
 REQUEST = re.compile(r'"(GET|POST|PUT|PATCH|DELETE) (/[^ ?]*)')
-
-
-def start_server(root: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = root / "server.log"
-    process = subprocess.Popen(
-        [str(MLFLOW), "server", "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
-         "--artifacts-destination", str(root / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
-         "--workers", "1"],
-        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    uri = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            if requests.get(f"{uri}/health", timeout=2).status_code == 200:
-                return process, uri, log
-        except requests.RequestException:
-            time.sleep(0.5)
-    process.kill()
-    sys.exit(f"mlflow server did not start; see {log}")
 
 
 def requests_since(log: Path, offset: int) -> tuple[Counter[str], int]:
@@ -86,8 +58,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="benchgate-tracking-") as name:
         tmp = Path(name)
-        server, uri, log = start_server(tmp)
-        try:
+        with mlflow_server(tmp) as (uri, log):
             gate(tmp, "warmup", uri, True, ["--update-baseline", *args.extra])  # the baseline, in MLflow
             _, offset = requests_since(log, 0)
             on: list[float] = []
@@ -104,9 +75,6 @@ def main() -> None:
                     calls_text = f"  {sum(kinds.values())} HTTP calls" if tracking else ""
                     state = "on " if tracking else "off"
                     print(f"round {i + 1}: logging {state} {seconds:6.1f} s{calls_text}", flush=True)
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
     ratio = statistics.median(on) / statistics.median(off)
     print(f"\nmedian wall: logging on {statistics.median(on):.1f} s, off {statistics.median(off):.1f} s")
     print(f"ratio on/off: {ratio:.3f}   target <= 1.05   (rounds: {args.rounds})")

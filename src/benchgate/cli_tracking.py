@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -54,6 +54,17 @@ def _this_profile() -> str:
     return str(capture_environment()["machine_profile"])
 
 
+def _profile_runs(
+    config: Path | None, tracking_uri: str | None, profile: str | None, workload: str | None, **search: Any
+) -> tuple[Tracker, str, list[Run]]:
+    """The tracker, the profile (default: this machine's) and its gate runs, newest first."""
+    from benchgate import tracking
+
+    tracker = _connect(_config(config, tracking_uri))
+    profile = profile or _this_profile()
+    return tracker, profile, tracking.gate_runs(tracker, profile, workload, **search)
+
+
 def _when(unix: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(unix))
 
@@ -94,9 +105,9 @@ def baseline_show(
     from benchgate import tracking
 
     try:
-        tracker = _connect(_config(config, tracking_uri))
-        profile = profile or _this_profile()
-        runs = tracking.gate_runs(tracker, profile, workload, baselines_only=True, limit=500)
+        tracker, profile, runs = _profile_runs(
+            config, tracking_uri, profile, workload, baselines_only=True, limit=500
+        )
     except BenchgateError as exc:
         fail(exc)
     newest: dict[str, Run] = {}
@@ -152,9 +163,7 @@ def history(
     from benchgate.plots import history_png
 
     try:
-        tracker = _connect(_config(config, tracking_uri))
-        profile = profile or _this_profile()
-        runs = tracking.gate_runs(tracker, profile, workload, limit=last)
+        tracker, profile, runs = _profile_runs(config, tracking_uri, profile, workload, limit=last)
     except BenchgateError as exc:
         fail(exc)
     if not runs:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -54,19 +55,26 @@ def refresh_baseline(config: RunConfig, run_dir: Path) -> dict[str, Any]:
         write_json(run_dir / TRACKING_FILE, state)
         return state
     state["uri"] = tracking.resolve_uri(config)
+    started = time.monotonic()
     try:
         tracker = tracking.connect(config)
-    except tracking.TrackingUnavailable as e:
-        state.update(reachable=False, waited_s=e.waited_s, error=str(e))
-        warn(f"{e}; comparing against the cached baseline in {config.gate.baseline_dir}")
+        workload = str(current.workload)
+        recent = tracking.gate_runs(
+            tracker, current.machine_profile, workload, limit=config.tracking.history_runs
+        )
+        baselines = tracking.gate_runs(
+            tracker, current.machine_profile, workload, baselines_only=True, limit=20
+        )
+        newest = tracking.newest_baseline(baselines)
+        if newest is not None:
+            _cache(config, tracker, newest, baselines, current)
+    except tracking.send_errors() as e:
+        # Down, or answering with errors (auth, 5xx): either way the cached baseline decides.
+        waited = e.waited_s if isinstance(e, tracking.TrackingUnavailable) else time.monotonic() - started
+        state.update(reachable=False, waited_s=waited, error=tracking.short_error(e))
+        warn(f"{state['error']}; comparing against the cached baseline in {config.gate.baseline_dir}")
         write_json(run_dir / TRACKING_FILE, state)
         return state
-    workload = str(current.workload)
-    recent = tracking.gate_runs(
-        tracker, current.machine_profile, workload, limit=config.tracking.history_runs
-    )
-    baselines = tracking.gate_runs(tracker, current.machine_profile, workload, baselines_only=True, limit=20)
-    newest = tracking.newest_baseline(baselines)
     state.update(
         reachable=True,
         experiment_id=tracker.experiment_id,
@@ -74,7 +82,6 @@ def refresh_baseline(config: RunConfig, run_dir: Path) -> dict[str, Any]:
     )
     if newest is not None:
         state["baseline_run_id"] = newest.info.run_id
-        _cache(config, tracker, newest, baselines, current)
     write_json(run_dir / TRACKING_FILE, state)
     return state
 
@@ -88,8 +95,10 @@ def _cache(config: RunConfig, tracker: Any, newest: Any, baselines: list[Any], c
 
     since = tracking.baseline_since(newest)
     cached = read_meta(config.gate.baseline_dir, current.machine_profile, str(current.workload))
+    # The marking time is stored as text in MLflow; a millisecond of slack absorbs any round trip.
     if cached is not None and (
-        cached.get("mlflow_run_id") == newest.info.run_id or float(cached.get("created_unix", 0)) >= since
+        cached.get("mlflow_run_id") == newest.info.run_id
+        or float(cached.get("created_unix", 0)) >= since - 1e-3
     ):
         return
     with tempfile.TemporaryDirectory(prefix="benchgate-baseline-") as tmp:

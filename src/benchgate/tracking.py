@@ -292,7 +292,7 @@ def log_entry(tracker: Tracker, entry: Path) -> tuple[str, bool]:
     if marked is not None:
         tags |= {
             TAG_BASELINE: "true",
-            TAG_BASELINE_SINCE: f"{float(marked):.3f}",
+            TAG_BASELINE_SINCE: repr(float(marked)),  # exact: the directory store compares it
             TAG_BASELINE_REASON: str(record.get("baseline_reason", "")),
         }
     commit = tags.get(TAG_COMMIT, "")
@@ -441,7 +441,7 @@ def promote(tracker: Tracker, run_id: str, reason: str) -> Run:
     get_gate_run(tracker, run_id)
     for key, value in {
         TAG_BASELINE: "true",
-        TAG_BASELINE_SINCE: f"{time.time():.3f}",
+        TAG_BASELINE_SINCE: repr(time.time()),
         TAG_BASELINE_REASON: reason,
     }.items():
         tracker.client.set_tag(run_id, key, value)

@@ -15,6 +15,7 @@ from benchgate.config import RunConfig
 from benchgate.figures import run_figures
 from benchgate.files import read_json
 from benchgate.kfp.local_run import GateOutcome, run_gate
+from benchgate.publish import refresh_baseline
 from benchgate.results import load_bundle
 from benchgate.tracking import TAG_PARENT, TAG_RUN_KEY
 from conftest import make_config
@@ -174,3 +175,7 @@ def test_second_run_compares_against_the_baseline_fetched_from_mlflow(
     # The second run is in MLflow too, with the first in its report's history.
     assert outcome.published["mlflow_run_id"] not in (None, parent_id)
     assert [p["run_id"] for p in outcome.tracking["history"]] == [parent_id]
+    # The first run's own store holds that baseline already (it wrote it): nothing is downloaded.
+    assert refresh_baseline(first, outcome.out_dir)["baseline_run_id"] == parent_id
+    own = read_meta(tmp / "baselines", outcome.comparison.machine_profile, "gpt-tiny")
+    assert own is not None and "mlflow_run_id" not in own

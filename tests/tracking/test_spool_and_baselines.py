@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import http.server
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -211,3 +213,35 @@ def test_an_interrupted_upload_is_redone_not_duplicated(
     found = runs_with_key(tracker.client, experiment, run_key)
     assert [(r.info.run_id, r.info.status) for r in found] == [(run_id, "FINISHED")]
     assert tracking.log_entry(tracker, entry) == (run_id, False)
+
+
+class RefusingProxy(http.server.BaseHTTPRequestHandler):
+    """FAKE: an auth proxy in front of MLflow that is up (/health) but refuses every API call (401)."""
+
+    def do_GET(self) -> None:
+        self.send_response(200 if self.path == "/health" else 401)
+        self.end_headers()
+        self.wfile.write(b"OK" if self.path == "/health" else b'{"error_code": "UNAUTHENTICATED"}')
+
+    do_POST = do_GET
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_server_that_refuses_us_falls_back_to_the_cache_like_a_dead_one(
+    results: Path, tmp_path: Path
+) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RefusingProxy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        run_dir = tmp_path / "run"
+        shutil.copytree(results, run_dir, ignore=shutil.ignore_patterns("pipeline", "logs"))
+        uri = f"http://127.0.0.1:{server.server_address[1]}"
+        config = make_config(tmp_path, tracking=tracking_section(tmp_path, uri, "x", max_wait_s=5))
+        state = refresh_baseline(config, run_dir)
+    finally:
+        server.shutdown()
+    assert state["reachable"] is False
+    assert state["waited_s"] < 5
+    assert state["error"]  # MLflow's own message, e.g. the 401

@@ -39,7 +39,7 @@ from benchgate.config import RunConfig
 from benchgate.errors import BadInputError
 from benchgate.figures import HistoryPoint, bench_figures, eval_figures, run_figures
 from benchgate.files import read_json
-from benchgate.results import METRICS_FILE, load_bundle
+from benchgate.results import METRICS_FILE, Bundle, load_bundle
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -304,42 +304,41 @@ def log_entry(tracker: Tracker, entry: Path) -> tuple[str, bool]:
         metrics += _series(f"ws{ws}/", m, now_ms)
     _log_batch(client, parent_id, metrics, flatten_params(read_json(entry / "config.json")))
     client.log_artifacts(parent_id, str(entry))
-
     # Children share the parent's identity (profile, commit, ...) for filtering, not its baseline mark.
     child_tags = {k: v for k, v in tags.items() if not k.startswith(("benchgate.baseline", TAG_RUN_KEY))}
-    child_tags |= {TAG_KIND: "stage", TAG_PARENT: parent_id}
-    for ws, m in sorted(bundle.metrics.items()):
-        name = f"bench ws={ws}"
-        child = client.create_run(
-            tracker.experiment_id, start_time=started_ms, tags=child_tags | {TAG_STAGE: name}, run_name=name
-        )
-        figures = [_metric(k, v, now_ms) for k, v in bench_figures(m).items()]
-        params = {
-            "world_size": str(ws),
-            "threads_per_rank": str(m.get("threads_per_rank")),
-            "timing": str(m.get("timing")),
-            "precision": str(m.get("precision")),
-        }
-        _log_batch(
-            client,
-            child.info.run_id,
-            figures + _series("", m, now_ms) + _system_series(m, started_ms),
-            params,
-        )
-        client.set_terminated(child.info.run_id, "FINISHED", now_ms)
-    if bundle.eval and "perplexity" in bundle.eval:
-        child = client.create_run(
-            tracker.experiment_id,
-            start_time=started_ms,
-            tags=child_tags | {TAG_STAGE: "eval"},
-            run_name="eval",
-        )
-        figures = [_metric(k.removeprefix("eval/"), v, now_ms) for k, v in eval_figures(bundle.eval).items()]
-        _log_batch(client, child.info.run_id, figures)
-        client.set_terminated(child.info.run_id, "FINISHED", now_ms)
+    _log_children(
+        tracker, bundle, child_tags | {TAG_KIND: "stage", TAG_PARENT: parent_id}, started_ms, now_ms
+    )
     # Last: FINISHED is what tells a complete upload from a broken one.
     client.set_terminated(parent_id, "FINISHED", now_ms)
     return parent_id, True
+
+
+def _log_children(
+    tracker: Tracker, bundle: Bundle, tags: dict[str, str], started_ms: int, now_ms: int
+) -> None:
+    """One finished child per world size (figures, series, system metrics) and one for eval."""
+
+    def child(name: str, metrics: list[Metric], params: dict[str, str] | None = None) -> None:
+        run = tracker.client.create_run(
+            tracker.experiment_id, start_time=started_ms, tags=tags | {TAG_STAGE: name}, run_name=name
+        )
+        _log_batch(tracker.client, run.info.run_id, metrics, params)
+        tracker.client.set_terminated(run.info.run_id, "FINISHED", now_ms)
+
+    for ws, m in sorted(bundle.metrics.items()):
+        figures = [_metric(k, v, now_ms) for k, v in bench_figures(m).items()]
+        params = {key: str(m.get(key)) for key in ("threads_per_rank", "timing", "precision")}
+        child(
+            f"bench ws={ws}",
+            figures + _series("", m, now_ms) + _system_series(m, started_ms),
+            {"world_size": str(ws), **params},
+        )
+    if bundle.eval and "perplexity" in bundle.eval:
+        child(
+            "eval",
+            [_metric(k.removeprefix("eval/"), v, now_ms) for k, v in eval_figures(bundle.eval).items()],
+        )
 
 
 def _delete_with_children(tracker: Tracker, parent_id: str) -> None:

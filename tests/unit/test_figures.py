@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from benchgate.compare import Check, Comparison
-from benchgate.figures import run_figures
+from benchgate.figures import bench_figures, run_figures
 from benchgate.results import Bundle
 
 
@@ -49,3 +49,12 @@ def test_run_figures_without_ws1_or_eval_leave_those_out() -> None:
     assert "scaling_efficiency_pct" not in figures
     assert not any(name.startswith(("eval/", "gate/")) for name in figures)
     assert figures["ws4/tokens_per_s_p50"] == pytest.approx(4000.0)
+
+
+def test_bench_figures_leave_out_what_the_file_has_as_null() -> None:
+    metrics = bench(1, [0.1, 0.2], None)
+    metrics["loss_slope"] = None  # fewer than 3 measured steps
+    metrics["mfu"] = None
+    figures = bench_figures(metrics)
+    assert "loss_slope" not in figures and "mfu_6nd_pct" not in figures
+    assert figures["tokens_per_s_p50"] == pytest.approx(750.0)  # the median of 1000 and 500 tokens/s

@@ -159,23 +159,16 @@ def bench_task(
 
 
 def log_bench_figures(metrics: dict[str, Any], figures: MetricsSink) -> None:
-    values = {
-        "tokens_per_s_p50": metrics["tokens_per_s"]["p50"],
-        "step_time_ms_p50": metrics["step_time_s"]["p50"] * 1e3,
-        "step_time_ms_p90": metrics["step_time_s"]["p90"] * 1e3,
-        "peak_memory_mib": metrics["memory"]["peak_bytes"] / 2**20,
-        "loss_slope": metrics["loss_slope"]["slope"],
-        "mfu_6nd_pct": metrics["mfu"]["dense_6n"],
-        "mfu_attention_pct": metrics["mfu"]["attention_aware"],
-    }
-    for name, value in values.items():
-        if value is not None:  # MFU is null where it would mislead (CPU, unknown peak)
-            figures.log_metric(name, float(value))
+    from benchgate.figures import bench_figures
+
+    for name, value in bench_figures(metrics).items():
+        figures.log_metric(name, value)
 
 
 def eval_task(setup_dir: str, results_dir: str, figures: MetricsSink) -> None:
     """Deterministic eval on the bundled shard: eval.json (nothing when eval is disabled)."""
     from benchgate.evaluate import run_eval
+    from benchgate.figures import eval_figures
 
     with reporting_errors("eval", results_dir):
         config, env, out = _start(setup_dir, results_dir)
@@ -184,10 +177,8 @@ def eval_task(setup_dir: str, results_dir: str, figures: MetricsSink) -> None:
         _use_source(env, out.parent / "workspace")
         with stage("eval"):
             result = run_eval(config, out / "eval.json")
-        if "perplexity" in result:
-            figures.log_metric("perplexity", float(result["perplexity"]))
-            for name, probe in result["probes"].items():
-                figures.log_metric(f"probe_{name}_accuracy_pct", float(probe["accuracy_pct"]))
+        for name, value in eval_figures(result).items():
+            figures.log_metric(name.removeprefix("eval/"), value)
 
 
 def trace_task(setup_dir: str, trace_dir: str) -> None:
@@ -280,13 +271,13 @@ def confirm_task(
 
 def publish_verdict(results: Path, verdict_markdown: str, figures: MetricsSink) -> None:
     """The verdict table as the task's Markdown output, and its counts and ratios as metrics."""
+    from benchgate.compare import Comparison
+    from benchgate.figures import gate_figures
+
     shutil.copy2(results / "compare.md", verdict_markdown)
     compared = read_json(results / "compare.json")
-    figures.log_metric("exit_code", float(compared["exit_code"]))
-    for status in ("PASS", "WARN", "FAIL", "NEW"):
-        figures.log_metric(
-            f"checks_{status.lower()}", float(sum(c["status"] == status for c in compared["checks"]))
-        )
+    for name, value in gate_figures(Comparison.from_dict(compared)).items():
+        figures.log_metric(name.removeprefix("gate/"), value)
     for check in compared["checks"]:
         if check["name"].startswith("scaling efficiency") and check["current"] is not None:
             figures.log_metric("scaling_efficiency_pct", float(check["current"]))

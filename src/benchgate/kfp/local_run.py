@@ -166,7 +166,8 @@ def run_gate(
     run_dir = _run_directory(pipeline_root, log_path)
     _raise_task_error(run_dir)
     results, summary = _final_results(run_dir, log_path)
-    _gather(run_dir, results, out_dir)
+    # The judged bundle (the compare task gathered eval and the trace into it), in the familiar layout.
+    shutil.copytree(results, out_dir, dirs_exist_ok=True)
     comparison = Comparison.from_dict(read_json(out_dir / "compare.json"))
     written = summary.get("baseline_written")
     tracking_file = out_dir / TRACKING_FILE
@@ -209,10 +210,3 @@ def _final_results(run_dir: Path, log_path: Path) -> tuple[Path, dict[str, Any]]
     results = confirmed if confirmed.is_dir() else run_dir / "compare" / "results"
     return results, read_json(summaries[0])
 
-
-def _gather(run_dir: Path, results: Path, out_dir: Path) -> None:
-    """Copy the judged bundle and the trace out of the pipeline root into the familiar result layout."""
-    shutil.copytree(results, out_dir, dirs_exist_ok=True)
-    trace = run_dir / "trace" / "trace"
-    if trace.is_dir():
-        shutil.copytree(trace, out_dir, dirs_exist_ok=True)

@@ -57,7 +57,7 @@ shard: $(STAMP) ## Regenerate the bundled eval shard from its seed
 benchmarks: $(STAMP) ## Measure benchgate itself (overhead, noise, false alarms, wall time, kfp.local)
 	$(PY) benchmarks/overhead.py
 	$(PY) benchmarks/noise.py
-	$(PY) benchmarks/false_alarms.py
+	$(PY) benchmarks/power.py noise
 	$(PY) benchmarks/wall_time.py
 	$(PY) benchmarks/kfp_overhead.py
 

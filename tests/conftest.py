@@ -37,7 +37,7 @@ def make_config(tmp_path: Path, **sections: dict[str, Any]) -> RunConfig:
         "gate": {
             "baseline_dir": str(tmp_path / "baselines"),
             "update_baseline": "never",
-            "tolerances": {"throughput_drop_pct": 10.0, "step_time_increase_pct": 10.0},
+            "tolerances": {"throughput_drop_pct": 10.0},
         },
         # MLflow is opt-in per test (tests/tracking turn it on against a real server); when on, the
         # embedded store and the spool stay inside the test's directory.

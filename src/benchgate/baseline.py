@@ -1,45 +1,65 @@
 """The directory baseline store: one baseline per (machine profile, workload).
 
-    <baseline_dir>/<machine_profile>/<workload>/{env.json, metrics-ws*.json, eval.json, baseline.json}
+    <baseline_dir>/<machine_profile>/
+        <workload>                  symlink to .<workload>.versions/<NNNNNNNN>, what readers open
+        .<workload>.versions/<NNNNNNNN>/{env.json, metrics-ws*.json, eval.json, baseline.json, history.json}
+        .<workload>.lock            taken by writers only
 
 Keyed by profile so that a run can only ever find a baseline measured on the same kind of machine.
 Each promotion also appends the run's p50s to history.json (the last HISTORY_LENGTH runs): the spread
 of those run-level figures is the machine's run-to-run noise, which compare uses as a noise floor.
-Writing is atomic: the new baseline is assembled in a temporary sibling directory and swapped in, so a
-crash leaves either the old baseline or the new one, never a mix.
+
+Many commits are gated at once against one store, and a reader that found no baseline would pass the
+gate with "NEW" rows. So a promotion writes a complete new version directory, then repoints the symlink
+with one rename: a reader sees the old complete baseline or the new one, never none and never a mix. A
+reader resolves the link once and reads every file from that version. The newest KEEP_VERSIONS versions
+stay on disk, so a reader that resolved a moment ago still finds its files; one whose version was pruned
+all the same retries once. Writers serialize on an exclusive flock of the lock file, from reading the
+previous history to repointing the link, so concurrent promotions neither fail nor drop each other's
+history entry. Readers never take the lock.
+
+Stores written before versions existed hold a plain <workload> directory: readers read it as it is,
+and the first writer moves it into the versions behind a link.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from benchgate import stats
+from benchgate.errors import BaselineError
 from benchgate.files import read_json, write_json
 from benchgate.results import METRICS_FILE, Bundle, load_bundle
 
 HISTORY_LENGTH = 20
+KEEP_VERSIONS = 5
+
+T = TypeVar("T")
 
 
 def baseline_location(baseline_dir: Path, machine_profile: str, workload: str) -> Path:
+    """Where readers find the baseline: a link to its current version (a plain directory in old stores)."""
     return Path(baseline_dir) / machine_profile / workload
 
 
 def find_baseline(baseline_dir: Path, machine_profile: str, workload: str) -> Bundle | None:
-    """The stored baseline for this profile and workload, None if there is none (corrupt ones raise)."""
-    location = baseline_location(baseline_dir, machine_profile, workload)
-    if not (location / "baseline.json").exists():
-        return None
-    return load_bundle(location)
+    """The stored baseline for this profile and workload, None if there is none (corrupt ones raise).
+    Its path is the version directory it was read from."""
+    return _read_current(baseline_location(baseline_dir, machine_profile, workload), load_bundle)
 
 
 def read_meta(baseline_dir: Path, machine_profile: str, workload: str) -> dict[str, Any] | None:
     """The stored baseline's baseline.json (who, when, why), None if there is none."""
-    path = baseline_location(baseline_dir, machine_profile, workload) / "baseline.json"
-    return read_json(path) if path.exists() else None
+    location = baseline_location(baseline_dir, machine_profile, workload)
+    return _read_current(location, lambda directory: dict(read_json(directory / "baseline.json")))
 
 
 def save_baseline(
@@ -52,54 +72,141 @@ def save_baseline(
     extra: dict[str, Any] | None = None,
 ) -> Path:
     """Store `run` as its profile's baseline. By default its history extends the previous baseline's;
-    a baseline copied from MLflow brings its own (`history`), its marking time and its origin (`extra`)."""
+    a baseline copied from MLflow brings its own (`history`), its marking time and its origin (`extra`).
+    Returns the location readers use (see `baseline_location`)."""
     workload = run.workload
     assert workload is not None, "a loaded bundle always has metrics"
     location = baseline_location(baseline_dir, run.machine_profile, workload)
-    # The previous baseline's history, read (and checked) by the same code that loads any baseline.
-    previous = find_baseline(baseline_dir, run.machine_profile, workload)
+    versions = location.with_name(f".{workload}.versions")
     location.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{location.name}.", dir=location.parent))
-    try:
-        for path in run.path.iterdir():
-            if path.name in ("env.json", "eval.json") or METRICS_FILE.match(path.name):
-                shutil.copy2(path, staging / path.name)
-        meta: dict[str, Any] = {
-            "machine_profile": run.machine_profile,
-            "workload": workload,
-            "world_sizes": sorted(run.metrics),
-            "commit": run.env.get("git", {}).get("commit"),
-            "branch": run.env.get("git", {}).get("branch"),
-            "reason": reason,
-            "created_unix": time.time() if created_unix is None else created_unix,
-            "source": str(run.path.resolve()),
-            **(extra or {}),
-        }
-        write_json(staging / "baseline.json", meta)
-        if history is None:
-            history = _extended_history(previous.history if previous else [], run, meta)
-        write_json(staging / "history.json", {"runs": history})
-        retired = location.with_name(f".{location.name}.old")
-        shutil.rmtree(retired, ignore_errors=True)
-        if location.exists():
-            location.rename(retired)
-        staging.rename(location)
-        shutil.rmtree(retired, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    with _locked(location):
+        _adopt_old_layout(location, versions)
+        # Read under the lock, so that no other promotion lands between this read and the swap below.
+        previous = find_baseline(baseline_dir, run.machine_profile, workload)
+        versions.mkdir(exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=versions))
+        try:
+            for path in run.path.iterdir():
+                if path.name in ("env.json", "eval.json") or METRICS_FILE.match(path.name):
+                    shutil.copy2(path, staging / path.name)
+            meta: dict[str, Any] = {
+                "machine_profile": run.machine_profile,
+                "workload": workload,
+                "world_sizes": sorted(run.metrics),
+                "commit": run.env.get("git", {}).get("commit"),
+                "branch": run.env.get("git", {}).get("branch"),
+                "reason": reason,
+                "created_unix": time.time() if created_unix is None else created_unix,
+                "source": str(run.path.resolve()),
+                **(extra or {}),
+            }
+            write_json(staging / "baseline.json", meta)
+            if history is None:
+                history = _extended_history(previous.history if previous else [], run, meta)
+            write_json(staging / "history.json", {"runs": history})
+            version = _next_version(versions)
+            staging.rename(version)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        _point(location, version)
+        _prune(versions)
     return location
+
+
+def _read_current(location: Path, read: Callable[[Path], T]) -> T | None:
+    directory = _current(location)
+    if directory is None:
+        return None
+    try:
+        return read(directory)
+    except (BaselineError, ValueError, FileNotFoundError):
+        # Files vanishing from a version the link has moved away from: it was pruned while we read it.
+        # Anything else (the link still points here) is a corrupt baseline and is reported as such.
+        newer = _current(location)
+        if newer is None or newer == directory:
+            raise
+        return read(newer)
+
+
+def _current(location: Path) -> Path | None:
+    """The directory of the current baseline. Resolved once, so every file is read from one version."""
+    directory = location.resolve()
+    if (directory / "baseline.json").exists():
+        return directory
+    # No link only while a writer moves an old-layout directory behind one: then the newest version is
+    # the current baseline.
+    numbered = _numbered(location.with_name(f".{location.name}.versions"))
+    return numbered[-1] if numbered and (numbered[-1] / "baseline.json").exists() else None
+
+
+def _numbered(versions: Path) -> list[Path]:
+    """The complete versions, oldest first (staging directories are not numbered)."""
+    try:
+        return sorted((p for p in versions.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    except FileNotFoundError:
+        return []
+
+
+def _next_version(versions: Path) -> Path:
+    numbered = _numbered(versions)  # only the lock holder numbers: numbers rise in promotion order
+    return versions / f"{int(numbered[-1].name) + 1 if numbered else 1:08d}"
+
+
+@contextlib.contextmanager
+def _locked(location: Path) -> Iterator[None]:
+    # The lock file is never deleted: deleting it would let two writers lock two different files.
+    with open(location.with_name(f".{location.name}.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield  # closing the file releases the lock
+
+
+def _point(location: Path, version: Path) -> None:
+    """Repoint the link at `version` with one rename: readers see the old target or the new one."""
+    link = location.with_name(f".{location.name}.link")  # only the lock holder uses this name
+    link.unlink(missing_ok=True)
+    # Relative, so the store keeps working when mounted or copied elsewhere.
+    os.symlink(Path(version.parent.name) / version.name, link)
+    os.replace(link, location)
+
+
+def _adopt_old_layout(location: Path, versions: Path) -> None:
+    """Move a plain <workload> directory from before versions existed behind a link (under the lock)."""
+    if location.is_symlink() or not location.is_dir():
+        return
+    versions.mkdir(exist_ok=True)
+    adopted = _next_version(versions)
+    # A directory cannot be replaced by a link in one rename. For that instant readers find no link and
+    # fall back to the newest version, which is this very directory.
+    location.rename(adopted)
+    _point(location, adopted)
+
+
+def _prune(versions: Path) -> None:
+    """Drop all but the newest KEEP_VERSIONS versions, and staging left behind by a crashed writer."""
+    for path in versions.glob(".staging-*"):  # under the lock: no other writer is staging now
+        shutil.rmtree(path, ignore_errors=True)
+    for path in _numbered(versions)[:-KEEP_VERSIONS]:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _extended_history(
     previous: list[dict[str, Any]], run: Bundle, meta: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    p50 = {
-        str(ws): {
-            "tokens_per_s": stats.percentile(m["samples"]["tokens_per_s"], 50),
-            "step_time_s": stats.percentile(m["samples"]["step_time_s"], 50),
-        }
-        for ws, m in run.metrics.items()
-    }
+    p50 = {str(ws): _run_p50s(m["samples"]) for ws, m in run.metrics.items()}
     runs = [*previous, {"commit": meta["commit"], "created_unix": meta["created_unix"], "p50": p50}]
     return runs[-HISTORY_LENGTH:]
+
+
+def _run_p50s(samples: dict[str, Any]) -> dict[str, float]:
+    p50 = {
+        "tokens_per_s": stats.percentile(samples["tokens_per_s"], 50),
+        "step_time_s": stats.percentile(samples["step_time_s"], 50),
+    }
+    steps, reference = samples["step_time_s"], samples.get("reference_s")
+    # Step time in units of the drift reference timed next to each step: the host's drift cancels out.
+    if reference and len(reference) == len(steps):
+        p50["step_time_per_reference"] = stats.percentile(
+            [s / r for s, r in zip(steps, reference, strict=True)], 50
+        )
+    return p50

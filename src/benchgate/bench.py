@@ -6,6 +6,9 @@ on CPU the host clock is exact because kernels run synchronously. At the end eve
 gathered and rank 0 writes one metrics file. A step's global time is the slowest rank's time for that
 step, because a synchronous data-parallel step finishes only when its last rank does.
 
+In an A/B round (benchgate.ab_runner) two worker groups, base and candidate, run at once and take
+turns step by step through a coordinator (benchgate.turns), so the host's drift hits both alike.
+
 A rank that fails writes `<errors-dir>/rank<N>.json` so the launcher can name the rank and the cause.
 """
 
@@ -17,6 +20,8 @@ import os
 import resource
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -29,11 +34,12 @@ from benchgate.config import RunConfig
 from benchgate.env import capture_environment
 from benchgate.errors import BenchgateError, RunFailedError
 from benchgate.files import write_json
-from benchgate.flops import lookup_peak, mfu
+from benchgate.flops import PeakFlops, lookup_peak, mfu
 from benchgate.launch import resolve_threads
 from benchgate.progress import PROGRESS_PREFIX
 from benchgate.sysmetrics import sampling
 from benchgate.training import Trainer, build_trainer, resolve_device, resolve_precision
+from benchgate.turns import SIDES, TurnClient
 from benchgate.workloads.base import load_workload
 
 SCHEMA_VERSION = 1
@@ -113,10 +119,13 @@ def _run_steps(
     timer: StepTimer | None,
     report: bool,
     reference: DriftReference | None = None,
+    turns: TurnClient | None = None,
 ) -> list[float]:
     losses = []
     every = max(1, n // 20)
     for i in range(n):
+        if turns is not None:
+            turns.wait()
         if timer:
             timer.start(i)
         losses.append(trainer.step())
@@ -124,13 +133,33 @@ def _run_steps(
             timer.stop(i)
         if reference is not None:
             reference.measure()
+        if turns is not None:
+            if timer and timer.cuda:
+                # The other side's step must not overlap this one on the device.
+                torch.cuda.synchronize()
+            turns.done()
         if report and ((i + 1) % every == 0 or i + 1 == n):
             print(f"{PROGRESS_PREFIX} {i + 1} {n}", flush=True)
     return torch.stack(losses).float().cpu().tolist() if losses else []
 
 
-def run_worker(config: RunConfig, out: Path) -> dict[str, Any] | None:
-    """Run this rank's benchmark; rank 0 returns (and writes) the metrics, other ranks return None."""
+@dataclass(frozen=True)
+class TurnTaking:
+    """Where to take turns with the other side of an A/B round (see benchgate.turns)."""
+
+    address: str
+    side: str
+
+
+def run_worker(
+    config: RunConfig, out: Path, turn_taking: TurnTaking | None = None, source_paths: Sequence[str] = ()
+) -> dict[str, Any] | None:
+    """Run this rank's benchmark; rank 0 returns (and writes) the metrics, other ranks return None.
+
+    `source_paths` hold the code under test. They go first on the import path only now, after benchgate
+    itself is imported, so the harness is the same for both sides of an A/B round and only the
+    workload comes from the checkout.
+    """
     rank = int(os.environ.get("RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -145,6 +174,7 @@ def run_worker(config: RunConfig, out: Path) -> dict[str, Any] | None:
     if world_size > 1:
         dist.init_process_group(backend, timeout=timedelta(seconds=bench.timeout_s))
 
+    sys.path[:0] = list(source_paths)
     workload = load_workload(bench.workload, dict(bench.workload_args))
     trainer = build_trainer(workload, device, precision, bench.seed, rank=rank, ddp=world_size > 1)
     started = time.perf_counter()
@@ -155,8 +185,11 @@ def run_worker(config: RunConfig, out: Path) -> dict[str, Any] | None:
     timer = StepTimer(device, bench.steps)
     reference = DriftReference() if bench.drift_reference and device.type == "cpu" else None
     tracking = config.tracking
+    turns = TurnClient(turn_taking.address, turn_taking.side, rank, bench.timeout_s) if turn_taking else None
     with sampling(rank == 0 and tracking.enabled and tracking.system_metrics) as sampler:
-        losses = _run_steps(trainer, bench.steps, timer, rank == 0, reference)
+        losses = _run_steps(trainer, bench.steps, timer, rank == 0, reference, turns)
+    if turns is not None:
+        turns.close()
     per_rank_times = timer.seconds()
     rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
     gathered = _gather(
@@ -194,7 +227,11 @@ def run_worker(config: RunConfig, out: Path) -> dict[str, Any] | None:
     tokens_summary = stats.summarize(tokens_per_s)
     flops = workload.flops_per_token()
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    peak = lookup_peak(device_name, precision)
+    peak = (
+        PeakFlops(device_name, precision, bench.peak_tflops * 1e12, "bench.peak_tflops (set by the user)")
+        if bench.peak_tflops
+        else lookup_peak(device_name, precision)
+    )
     memory: dict[str, Any] = {"max_rss_bytes_per_rank": [g["rss"] for g in gathered]}
     if device.type == "cuda":
         memory["cuda_max_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
@@ -260,10 +297,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, required=True, help="RunConfig JSON written by the launcher")
     parser.add_argument("--out", type=Path, required=True, help="metrics JSON to write (rank 0)")
     parser.add_argument("--errors-dir", type=Path, required=True, help="where a failing rank explains why")
+    parser.add_argument("--turns", help="HOST:PORT of an A/B turn coordinator (with --side)")
+    parser.add_argument("--side", choices=SIDES, help="this worker group's side of the A/B round")
+    parser.add_argument("--source-path", action="append", default=[], help="code under test (repeatable)")
     args = parser.parse_args(argv)
     try:
         config = RunConfig.model_validate(json.loads(args.config.read_text()))
-        run_worker(config, args.out)
+        turn_taking = TurnTaking(args.turns, args.side) if args.turns else None
+        run_worker(config, args.out, turn_taking, args.source_path)
     except BaseException as exc:  # any failure, KeyboardInterrupt included, is reported for its rank
         _write_rank_error(args.errors_dir, exc)
         print(

@@ -2,7 +2,7 @@
 core or the pipeline, map errors.
 
 Exit codes: 0 pass (or warn), 1 regression (FAIL), 2 bad input or config, 3 the run itself failed
-(for submit also: KFP unreachable, or the wait timed out).
+(for submit also: KFP unreachable, or the wait timed out), 4 UNKNOWN (the timing was not resolved).
 """
 
 from __future__ import annotations
@@ -115,6 +115,13 @@ def run(
     ] = "",
     repository: Annotated[str, typer.Option(help="git URL of the code under test (with --commit).")] = "",
     branch: Annotated[str, typer.Option(help="The commit's branch (with --commit).")] = "",
+    base: Annotated[
+        str,
+        typer.Option(
+            help="A/B: a git ref of this repository (e.g. origin/main) benchmarked side by side with the "
+            "candidate wherever the stored-baseline screen does not PASS."
+        ),
+    ] = "",
     tracking_uri: Annotated[
         str | None, typer.Option(help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else local).")
     ] = None,
@@ -152,7 +159,7 @@ def run(
             console=console,
             transient=False,
         ) as progress:
-            outcome = run_gate(cfg, RichReporter(progress), commit, repository, branch)
+            outcome = run_gate(cfg, RichReporter(progress), commit, repository, branch, base)
     except BenchgateError as exc:
         _fail(exc)
     print_verdict(outcome.comparison, console)

@@ -1,46 +1,34 @@
 """Baseline vs current: one Check row per metric, and a verdict CI can act on.
 
-Timing (tokens/s, step time) compares the per-step samples, not two numbers: the change is the ratio of
-medians with a block-bootstrap confidence interval, and it counts as a regression only when it is beyond
-the tolerance AND a Mann-Whitney U test finds the two sample sets different at the configured confidence
-(asv and Chromium Pinpoint decide the same way). Beyond tolerance but not significant is a WARN.
-Host interference (a busy neighbour core) slows some steps, while a code regression slows every step,
-the fastest included; so a FAIL also needs the fast steps (p10 step time, p90 tokens/s) to be worse
-beyond tolerance (the argument of Chen & Revels 2016, "Robust benchmarking in noisy environments").
-When both runs timed the drift reference (a fixed CPU kernel after each step, see bench.py), a FAIL
-also needs the step time divided by the reference to be worse: if the host slowed as much as the step
-did, the code did not get slower.
-Per-step samples only see noise within one run; on a shared host whole runs drift by more than the
-tolerance. So once the baseline store holds MIN_HISTORY earlier runs of this profile, a FAIL must also
-lie outside their one-sided prediction interval (lookback noise floor, as conbench does); with fewer
-runs the row says that the run-to-run noise is still unknown. Even so, one run can be hit by a burst
-that looks exactly like a regression, so the runner re-runs a world size whose timing FAILed and keeps
-the FAIL only if the second run fails the same check (`merge_confirmation`; Chromium Pinpoint likewise
-adds attempts before it decides).
+Timing is one row per world size ("tokens/s (ws=N)": step time and tokens/s are the same samples). It is
+decided by the stored-baseline screen (verdict.screen): run-level figures judged by the run-to-run
+noise measured over the profile's earlier baselines; FAIL or PASS only with confidence, else UNKNOWN.
+Where the base code can be checked out, a row the screen did not PASS is decided again by interleaved
+A/B (verdict.ab, `apply_ab`), and that decision replaces the screen's.
 Memory and scaling efficiency use plain thresholds (WARN); eval numbers are deterministic, so a change
 beyond tolerance is real and FAILs. The loss slope is checked on the current run alone: a loss that
 rises significantly over the measured window FAILs even without a baseline.
+Runs that measured different things (device, precision, tokens per step, threads) are refused
+(comparable.py), never judged.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from benchgate import stats
+from benchgate.comparable import check_comparable
 from benchgate.config import Tolerances
-from benchgate.errors import EXIT_PASS, EXIT_REGRESSION, BaselineError
+from benchgate.errors import EXIT_PASS, EXIT_REGRESSION, EXIT_UNKNOWN
 from benchgate.results import Bundle
+from benchgate.verdict import ab, screen
 
-Status = Literal["PASS", "WARN", "FAIL", "NEW", "INFO"]
-SEVERITY = {"INFO": 0, "NEW": 0, "PASS": 0, "WARN": 1, "FAIL": 2}
-MIN_HISTORY = 3
-# (sample series, row label, unit, tolerance field, higher is better) of the timing checks.
-TIMING_METRICS = (
-    ("tokens_per_s", "tokens/s p50", "tok/s", "throughput_drop_pct", True),
-    ("step_time_s", "step time p50", "s", "step_time_increase_pct", False),
-)
+Status = Literal["PASS", "WARN", "UNKNOWN", "FAIL", "NEW", "INFO"]
+Verdict = Literal["PASS", "WARN", "UNKNOWN", "FAIL"]
+SEVERITY = {"INFO": 0, "NEW": 0, "PASS": 0, "WARN": 1, "UNKNOWN": 2, "FAIL": 3}
+VERDICTS: tuple[Verdict, ...] = ("PASS", "WARN", "UNKNOWN", "FAIL")
+TIMING = "tokens_per_s"
 
 
 @dataclass(frozen=True)
@@ -53,13 +41,13 @@ class Check:
     change_unit: str = "%"
     ci_low: float | None = None
     ci_high: float | None = None
-    p_value: float | None = None
     rule: str = ""
     status: Status = "PASS"
     note: str = ""
-    # For timing checks: the sample series compared ("tokens_per_s", "step_time_s") and its world size.
+    # For timing checks: "tokens_per_s", its world size, and what decided it ("screen" or "ab").
     metric: str = ""
     world_size: int | None = None
+    decided_by: str = ""
 
 
 @dataclass
@@ -71,13 +59,16 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
 
     @property
-    def verdict(self) -> Literal["PASS", "WARN", "FAIL"]:
+    def verdict(self) -> Verdict:
         worst = max((SEVERITY[c.status] for c in self.checks), default=0)
-        return ("PASS", "WARN", "FAIL")[worst]
+        return VERDICTS[worst]
 
     @property
     def exit_code(self) -> int:
-        return EXIT_REGRESSION if self.verdict == "FAIL" else EXIT_PASS
+        return {"FAIL": EXIT_REGRESSION, "UNKNOWN": EXIT_UNKNOWN}.get(self.verdict, EXIT_PASS)
+
+    def timing(self, world_size: int) -> Check | None:
+        return next((c for c in self.checks if c.metric == TIMING and c.world_size == world_size), None)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -103,95 +94,39 @@ class Comparison:
         )
 
 
-def noise_bound(history: list[float], confidence: float, higher_is_better: bool) -> float | None:
-    """One-sided prediction bound for the next run's p50 given earlier runs' p50s; None if too few."""
-    n = len(history)
-    if n < MIN_HISTORY:
-        return None
-    mean = sum(history) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in history) / (n - 1))
-    margin = stats.t_quantile(confidence, n - 1) * sd * math.sqrt(1 + 1 / n)
-    return mean - margin if higher_is_better else mean + margin
-
-
 def _timing_check(
-    ws: int,
-    metric: str,
-    name: str,
-    unit: str,
-    base: list[float],
-    cur: list[float],
-    tolerance_pct: float,
-    higher_is_better: bool,
-    confidence: float,
-    history: list[float],
-    references: tuple[list[float], list[float]] | None = None,
+    ws: int, base: dict[str, Any], cur: dict[str, Any], tol: Tolerances, history: Bundle
 ) -> Check:
-    b50, c50 = stats.percentile(base, 50), stats.percentile(cur, 50)
-    change = stats.relative_change_pct(b50, c50)
-    fast_q = 90 if higher_is_better else 10
-    fast_change = stats.relative_change_pct(stats.percentile(base, fast_q), stats.percentile(cur, fast_q))
-    fast_worse = (-fast_change if higher_is_better else fast_change) > tolerance_pct
-    low, high = stats.ratio_ci(base, cur, confidence=confidence)
-    _, p_value = stats.mann_whitney_u(base, cur)
-    worse_by = -change if higher_is_better else change
-    significant = p_value < 1 - confidence
-    direction = "drop" if higher_is_better else "increase"
-    drift_worse, host_note = True, ""
-    if references is not None:
-        base_ref, cur_ref = references
-        # Per step: time / host speed; for a rate, rate x reference time. Both remove the host's drift.
-        if higher_is_better:
-            base_norm = [v * r for v, r in zip(base, base_ref, strict=True)]
-            cur_norm = [v * r for v, r in zip(cur, cur_ref, strict=True)]
-        else:
-            base_norm = [v / r for v, r in zip(base, base_ref, strict=True)]
-            cur_norm = [v / r for v, r in zip(cur, cur_ref, strict=True)]
-        corrected = stats.relative_change_pct(stats.percentile(base_norm, 50), stats.percentile(cur_norm, 50))
-        drift_worse = (-corrected if higher_is_better else corrected) > tolerance_pct
-        host = stats.relative_change_pct(stats.percentile(base_ref, 50), stats.percentile(cur_ref, 50))
-        host_note = f"host {host:+.1f}%, drift-corrected {corrected:+.1f}%"
-    bound = noise_bound(history, confidence, higher_is_better)
-    within_noise = bound is not None and (c50 >= bound if higher_is_better else c50 <= bound)
-    if worse_by > tolerance_pct and fast_worse and drift_worse and significant and not within_noise:
-        status: Status = "FAIL"
-    elif worse_by > tolerance_pct:
-        status = "WARN"
-    else:
-        status = "PASS"
-    notes = []
-    if status == "WARN":
-        if not significant:
-            notes.append(f"not significant (p={p_value:.2g})")
-        elif not fast_worse:
-            notes.append(f"only slow steps slowed (p{fast_q} {fast_change:+.1f}%): interference or stalls")
-        elif not drift_worse:
-            notes.append("the host slowed down too")
-        else:
-            notes.append("within run-to-run noise")
-    elif status == "PASS" and -worse_by > tolerance_pct and significant:
-        notes.append("improved")
-    if host_note:
-        notes.append(host_note)
-    if bound is None:
-        notes.append(f"run-to-run noise unknown ({len(history)}/{MIN_HISTORY} baseline runs)")
-    else:
-        notes.append(f"noise floor {stats.relative_change_pct(b50, bound):+.1f}% ({len(history)} runs)")
-    note = "; ".join(notes)
+    result = screen.screen(
+        base["samples"],
+        cur["samples"],
+        history.history_figures(ws),
+        tol.throughput_drop_pct,
+        tol.confidence,
+    )
+    base_rate = stats.percentile(base["samples"]["tokens_per_s"], 50)
+    cur_rate = stats.percentile(cur["samples"]["tokens_per_s"], 50)
+    notes = [result.reason, f"decided on the {result.figure} over {result.history_runs} earlier runs"]
+    if result.noise_pct is not None:
+        notes.append(f"run-to-run noise {result.noise_pct:.1f}%")
+    if result.host_change_pct is not None:
+        raw = stats.relative_change_pct(base_rate, cur_rate)
+        host = result.host_change_pct
+        notes.append(f"raw p50 {raw:+.1f}%, drift-reference kernel time {host:+.1f}% (the host)")
     return Check(
-        name=name,
-        unit=unit,
-        current=c50,
-        baseline=b50,
-        change=change,
-        ci_low=(low - 1) * 100,
-        ci_high=(high - 1) * 100,
-        p_value=p_value,
-        rule=f"FAIL if p50 and p{fast_q} {direction} > {tolerance_pct:g}%, p < {1 - confidence:.2g}",
-        status=status,
-        note=note,
-        metric=metric,
+        name=f"tokens/s (ws={ws})",
+        unit="tok/s",
+        current=cur_rate,
+        baseline=base_rate,
+        change=result.change_pct,
+        ci_low=result.ci_low_pct,
+        ci_high=result.ci_high_pct,
+        rule=screen.rule_text(tol.throughput_drop_pct, tol.confidence),
+        status=result.status,
+        note="; ".join(notes),
+        metric=TIMING,
         world_size=ws,
+        decided_by="screen",
     )
 
 
@@ -253,32 +188,10 @@ def scaling_efficiency(metrics: dict[int, dict[str, Any]]) -> tuple[int, float] 
     return n, many / (n * one)
 
 
-def _refuse_mismatch(baseline: Bundle, current: Bundle) -> None:
-    if baseline.machine_profile != current.machine_profile:
-        raise BaselineError(
-            f"baseline {baseline.path} is of machine profile {baseline.machine_profile!r}, this run is "
-            f"{current.machine_profile!r}: results from different machines are never compared"
-        )
-    if baseline.workload != current.workload:
-        raise BaselineError(
-            f"baseline {baseline.path} is of workload {baseline.workload!r}, this run is {current.workload!r}"
-        )
-    for ws, cur in current.metrics.items():
-        base = baseline.metrics.get(ws)
-        if base is None:
-            continue
-        for key in ("precision", "tokens_per_step_global"):
-            if base[key] != cur[key]:
-                raise BaselineError(
-                    f"baseline {baseline.path}: metrics-ws{ws}.json has {key}={base[key]!r}, "
-                    f"this run has {cur[key]!r}: not comparable"
-                )
-
-
 def compare(baseline: Bundle | None, current: Bundle, tol: Tolerances) -> Comparison:
-    if baseline is not None:
-        _refuse_mismatch(baseline, current)
+    notes = check_comparable(baseline, current) if baseline is not None else []
     result = Comparison(current.machine_profile, current.workload, str(baseline.path) if baseline else None)
+    result.notes.extend(notes)
     if baseline is None:
         result.notes.append(
             f"no baseline for machine profile {current.machine_profile!r} and workload {current.workload!r}: "
@@ -297,32 +210,17 @@ def _bench_checks(
 ) -> list[Check]:
     samples = cur["samples"]
     checks = []
-    if base is None:
-        for metric, label, unit, _, _ in TIMING_METRICS:
-            note = "no baseline at this world size" if metric == "tokens_per_s" else ""
-            p50 = stats.percentile(samples[metric], 50)
-            checks.append(Check(f"{label} (ws={ws})", unit, p50, status="NEW", note=note))
+    if base is None or history is None:
+        rate = stats.percentile(samples["tokens_per_s"], 50)
+        note = "no baseline at this world size"
+        checks.append(
+            Check(f"tokens/s (ws={ws})", "tok/s", rate, status="NEW", note=note, metric=TIMING, world_size=ws)
+        )
         checks.append(
             Check(f"peak memory (ws={ws})", "MiB", cur["memory"]["peak_bytes"] / 2**20, status="NEW")
         )
     else:
-        references = _references(base, cur)
-        for metric, label, unit, tolerance_field, higher_is_better in TIMING_METRICS:
-            checks.append(
-                _timing_check(
-                    ws,
-                    metric,
-                    f"{label} (ws={ws})",
-                    unit,
-                    base["samples"][metric],
-                    samples[metric],
-                    getattr(tol, tolerance_field),
-                    higher_is_better=higher_is_better,
-                    confidence=tol.confidence,
-                    history=history.history_p50s(ws, metric) if history else [],
-                    references=references,
-                )
-            )
+        checks.append(_timing_check(ws, base, cur, tol, history))
         checks.append(
             _threshold_check(
                 f"peak memory (ws={ws})",
@@ -351,18 +249,6 @@ def _bench_checks(
     if len(samples["loss"]) >= 3:
         checks.append(_loss_slope_check(ws, cur, base, tol))
     return checks
-
-
-def _references(base: dict[str, Any], cur: dict[str, Any]) -> tuple[list[float], list[float]] | None:
-    """Both runs' drift-reference series, when both timed one for every step."""
-    base_ref, cur_ref = base["samples"].get("reference_s"), cur["samples"].get("reference_s")
-    if not base_ref or not cur_ref:
-        return None
-    if len(base_ref) != len(base["samples"]["step_time_s"]) or len(cur_ref) != len(
-        cur["samples"]["step_time_s"]
-    ):
-        return None
-    return list(base_ref), list(cur_ref)
 
 
 def _scaling_checks(baseline: Bundle | None, current: Bundle, tol: Tolerances) -> list[Check]:
@@ -437,30 +323,69 @@ def _eval_checks(baseline: Bundle | None, current: Bundle, tol: Tolerances, note
     return checks
 
 
-def timing_failures(comparison: Comparison) -> list[int]:
-    """World sizes with a failing timing check: the ones a confirmation run repeats."""
+def undecided_world_sizes(comparison: Comparison) -> list[int]:
+    """World sizes whose timing the screen did not PASS: where an A/B run decides instead."""
     return sorted(
-        {c.world_size for c in comparison.checks if c.status == "FAIL" and c.world_size is not None}
+        {
+            c.world_size
+            for c in comparison.checks
+            if c.metric == TIMING
+            and c.decided_by == "screen"
+            and c.status in ("FAIL", "UNKNOWN")
+            and c.world_size is not None
+        }
     )
 
 
-def merge_confirmation(first: Comparison, second: Comparison) -> Comparison:
-    """Keep a timing FAIL only where the second run of that world size fails the same check too."""
-    again = {(c.metric, c.world_size): c for c in second.checks if c.metric}
-    checks = []
-    for check in first.checks:
-        if check.status == "FAIL" and check.metric:
-            other = again.get((check.metric, check.world_size))
-            if other is not None and other.status == "FAIL" and other.change is not None:
-                check = replace(check, note=f"{check.note}; confirmed by a second run ({other.change:+.1f}%)")
-            else:
-                seen = (
-                    "no result"
-                    if other is None or other.change is None
-                    else f"{other.change:+.1f}% {other.status}"
-                )
-                check = replace(
-                    check, status="WARN", note=f"not confirmed by a second run ({seen}); {check.note}"
-                )
-        checks.append(check)
-    return Comparison(first.machine_profile, first.workload, first.baseline_path, checks, list(first.notes))
+def apply_ab(comparison: Comparison, outcome: dict[str, Any], tol: Tolerances, ab_config: Any) -> Comparison:
+    """Replace a world size's screened timing row with its A/B decision (`outcome`: an ab.json)."""
+    ws = int(outcome["world_size"])
+    decision = outcome["decision"]
+    rounds = outcome["rounds"]
+    screened = comparison.timing(ws)
+    notes = [
+        f"{decision['reason']}; A/B vs {outcome['base']['description']}, {decision['rounds']} rounds "
+        f"in {outcome['seconds']:.0f} s"
+    ]
+    if decision["round_sd_pct"] is not None:
+        notes.append(
+            f"round-to-round sd {decision['round_sd_pct']:.1f}%, minimum detectable slowdown "
+            f"{decision['mde_pct']:.1f}% (80% power)"
+        )
+    if screened is not None:
+        notes.append(f"screen: {screened.status} ({_change_text(screened.change)})")
+    row = Check(
+        name=f"tokens/s (ws={ws})",
+        unit="tok/s",
+        current=_median([r["candidate_tokens_per_s_p50"] for r in rounds]),
+        baseline=_median([r["base_tokens_per_s_p50"] for r in rounds]),
+        change=decision["change_pct"],
+        ci_low=decision["ci_low_pct"],
+        ci_high=decision["ci_high_pct"],
+        rule=ab.rule_text(
+            tol.throughput_drop_pct, tol.confidence, ab_config.min_rounds, ab_config.max_rounds
+        ),
+        status=decision["status"],
+        note="; ".join(notes),
+        metric=TIMING,
+        world_size=ws,
+        decided_by="ab",
+    )
+    checks = [row if c is screened else c for c in comparison.checks]
+    if screened is None:
+        checks.insert(0, row)
+    return Comparison(
+        comparison.machine_profile,
+        comparison.workload,
+        comparison.baseline_path,
+        checks,
+        list(comparison.notes),
+    )
+
+
+def _median(values: list[float]) -> float | None:
+    return stats.percentile(values, 50) if values else None
+
+
+def _change_text(change: float | None) -> str:
+    return "no change figure" if change is None else f"{change:+.1f}%"

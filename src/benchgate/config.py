@@ -62,6 +62,12 @@ class BenchConfig(_Model):
     run_timeout_s: float = Field(
         900.0, gt=0, description="Wall-clock limit for one torchrun launch; the whole job is killed past it."
     )
+    peak_tflops: float | None = Field(
+        None,
+        gt=0,
+        description="Dense peak TFLOP/s of one device at the run's precision, for MFU where the built-in "
+        "datasheet table has no entry (another GPU, or a CPU). Default: the table's, else no MFU.",
+    )
 
     @field_validator("workload")
     @classmethod
@@ -108,8 +114,9 @@ class TraceConfig(_Model):
 
 
 class Tolerances(_Model):
-    throughput_drop_pct: float = Field(5.0, gt=0, lt=100, description="FAIL when tokens/s p50 drops more.")
-    step_time_increase_pct: float = Field(5.0, gt=0, description="FAIL when step time p50 grows more.")
+    throughput_drop_pct: float = Field(
+        5.0, gt=0, lt=100, description="FAIL when tokens/s drops more, with confidence (the timing check)."
+    )
     memory_increase_pct: float = Field(10.0, gt=0, description="WARN when peak memory grows more.")
     perplexity_increase_pct: float = Field(1.5, gt=0, description="FAIL when perplexity worsens more.")
     probe_accuracy_drop_points: float = Field(
@@ -124,18 +131,42 @@ class Tolerances(_Model):
     confidence: float = Field(0.95, gt=0.5, lt=1, description="Confidence level of intervals and tests.")
 
 
+class ABConfig(_Model):
+    """The interleaved A/B decision: base and candidate benchmarked side by side, step by step."""
+
+    steps: int = Field(30, ge=2, description="Measured steps per side in one round (A and B alternate).")
+    warmup: int = Field(5, ge=0, description="Steps each side runs before a round is measured.")
+    min_rounds: int = Field(
+        3,
+        ge=2,
+        description="Rounds before the first decision: fewer give no estimate of round-to-round noise.",
+    )
+    max_rounds: int = Field(
+        12, gt=0, description="Budget: rounds per world size before the answer is UNKNOWN."
+    )
+    max_seconds: float = Field(
+        600.0, gt=0, description="Budget: wall time per world size; no round starts after it (UNKNOWN)."
+    )
+
+    @field_validator("max_rounds")
+    @classmethod
+    def _budget(cls, v: int, info: Any) -> int:
+        low = info.data.get("min_rounds")
+        if low is not None and v < low:
+            raise ValueError(f"must be >= gate.ab.min_rounds ({low})")
+        return v
+
+
 class GateConfig(_Model):
     tolerances: Tolerances = Field(default_factory=Tolerances, description="What counts as a regression.")
     baseline_dir: Path = Field(
         Path(".benchgate/baselines"), description="Directory store of baselines, one per machine profile."
     )
-    confirm_failures: bool = Field(
-        True,
-        description="Re-run a world size whose timing FAILs; keep the FAIL only if the second run fails too.",
-    )
+    ab: ABConfig = Field(default_factory=ABConfig, description="The interleaved A/B timing decision.")
     update_baseline: Literal["auto", "always", "never"] = Field(
         "auto",
-        description="auto: write the baseline on branch main unless the gate FAILs; always: write it.",
+        description="auto: write the baseline on branch main from a clean tree when every timing check "
+        "PASSes (never after WARN, UNKNOWN or FAIL); always: write it.",
     )
 
 

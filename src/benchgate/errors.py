@@ -7,7 +7,7 @@
     │   └── BaselineError               the baseline is corrupt, truncated, or of another machine profile
     └── RunFailedError                  exit 3: the benchmark itself failed (a rank raised or hung, NaN loss)
 
-Exit code 1 is not an error: it is the gate's verdict FAIL (see `benchgate.compare`).
+Exit codes 1 and 4 are not errors: they are the gate's verdicts FAIL and UNKNOWN (see `benchgate.compare`).
 Every message names the field, rank or file and the offending value, so a user never needs a traceback.
 """
 
@@ -17,6 +17,7 @@ EXIT_PASS = 0
 EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
 EXIT_RUN_FAILED = 3
+EXIT_UNKNOWN = 4  # the timing could not be resolved within the budget: neither a pass nor a regression
 
 
 class BenchgateError(Exception):

@@ -4,11 +4,18 @@ One naming for every consumer, so a figure logged today is found by `benchgate h
 
     ws<N>/tokens_per_s_p50   ws<N>/tokens_per_s_p90   ws<N>/step_time_ms_p50   ws<N>/step_time_ms_p90
     ws<N>/peak_memory_mib    ws<N>/mfu_6nd_pct        ws<N>/mfu_attention_pct  ws<N>/loss_slope
+    ws<N>/step_time_per_reference_p50
     scaling_efficiency_pct   eval/perplexity          eval/probe_<name>_accuracy_pct
     gate/exit_code           gate/checks_<pass|warn|fail|new>
 
+Units follow the name: `_ms` milliseconds, `_mib` MiB, `_pct` percent (41.0 is 41 %). The metrics file
+keeps MFU as a fraction (`mfu.dense_6n` = 0.41, names without `_pct`, as `flops.mfu` returns it); it is
+converted to percent here and nowhere else. `step_time_per_reference_p50` is dimensionless: the median
+over steps of step time / drift-reference time (bench.py's fixed CPU kernel), a run-level figure with
+the host's speed divided out.
+
 The prefix before "/" is the section the MLflow UI groups charts under. Figures that do not exist for a
-run (MFU on CPU, eval when disabled) are left out rather than logged as zero.
+run (MFU on CPU, the drift reference on GPU, eval when disabled) are left out rather than logged as zero.
 """
 
 from __future__ import annotations
@@ -23,9 +30,22 @@ from benchgate.results import Bundle
 KEY_FIGURES = ("tokens_per_s_p50", "step_time_ms_p50", "peak_memory_mib", "mfu_6nd_pct")
 
 
+def _percent(fraction: float | None) -> float | None:
+    return None if fraction is None else 100.0 * fraction
+
+
+def _per_reference_p50(samples: dict[str, Any]) -> float | None:
+    """Median over steps of step time / drift-reference time, when a reference was timed for every step."""
+    steps, references = samples["step_time_s"], samples.get("reference_s")
+    if not references or len(references) != len(steps) or not all(r > 0 for r in references):
+        return None
+    return stats.percentile([t / r for t, r in zip(steps, references, strict=True)], 50)
+
+
 def bench_figures(metrics: dict[str, Any]) -> dict[str, float]:
     """One world size's summary figures (names without the ws<N>/ prefix)."""
     samples = metrics["samples"]
+    mfu = metrics.get("mfu") or {}
     values: dict[str, float | None] = {
         "tokens_per_s_p50": stats.percentile(samples["tokens_per_s"], 50),
         "tokens_per_s_p90": stats.percentile(samples["tokens_per_s"], 90),
@@ -33,9 +53,10 @@ def bench_figures(metrics: dict[str, Any]) -> dict[str, float]:
         "step_time_ms_p90": stats.percentile(samples["step_time_s"], 90) * 1e3,
         "peak_memory_mib": metrics["memory"]["peak_bytes"] / 2**20,
         # null in the file where a figure would mislead: MFU without a known peak, a slope of < 3 steps
-        "mfu_6nd_pct": (metrics.get("mfu") or {}).get("dense_6n"),
-        "mfu_attention_pct": (metrics.get("mfu") or {}).get("attention_aware"),
+        "mfu_6nd_pct": _percent(mfu.get("dense_6n")),
+        "mfu_attention_pct": _percent(mfu.get("attention_aware")),
         "loss_slope": (metrics.get("loss_slope") or {}).get("slope"),
+        "step_time_per_reference_p50": _per_reference_p50(samples),
     }
     return {name: float(v) for name, v in values.items() if v is not None}
 

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import psutil
@@ -84,10 +84,15 @@ def run_bench(
     out_dir: Path,
     on_progress: ProgressCallback | None = None,
     gpus: int | None = None,
+    *,
+    source_paths: Sequence[Path] = (),
+    turns: tuple[str, str] | None = None,
 ) -> Path:
     """Run the benchmark at `world_size` under torchrun; returns the metrics file rank 0 wrote.
 
     `gpus` is the host's CUDA device count when the caller knows it (from env.json); else torch is asked.
+    `source_paths` put the code under test first on the workers' import path (after benchgate itself);
+    `turns` = (coordinator address, side) makes the workers take turns with another group (A/B).
     """
     gpus = visible_gpus() if gpus is None else gpus
     check_world_size(world_size, config.bench.device, gpus)
@@ -117,6 +122,8 @@ def run_bench(
         str(out),
         "--errors-dir",
         str(errors_dir),
+        *(arg for path in source_paths for arg in ("--source-path", str(path))),
+        *(["--turns", turns[0], "--side", turns[1]] if turns else []),
     ]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
     with open(log_path, "w", encoding="utf-8") as log:

@@ -37,8 +37,17 @@ _DPI = 100
 _MAX_PIXELS = 2e6
 _CURRENT_COLOR, _BASELINE_COLOR = "#d62728", "#1f77b4"
 # STATUS_STYLE speaks rich's colour names; these are the same colours, dark enough to read on white.
-_CSS_COLORS = {"green": "#1a7f37", "yellow": "#9a6700", "red": "#cf222e", "cyan": "#0a6e8a", "dim": "#6e7781"}
+_CSS_COLORS = {
+    "green": "#1a7f37",
+    "yellow": "#9a6700",
+    "red": "#cf222e",
+    "cyan": "#0a6e8a",
+    "dim": "#6e7781",
+    "magenta": "#8250df",
+}
+# Axis labels by figure name; figures.py's names carry their unit ("_pct" is already percent).
 _UNITS = (
+    ("per_reference", "step / reference time"),
     ("tokens_per_s", "tokens/s"),
     ("_ms_", "ms"),
     ("_mib", "MiB"),
@@ -205,7 +214,8 @@ def _table(comparison: Comparison) -> str:
             style = f' style="{_status_css(cell)}"' if i == status_column else ""
             cells.append(f"<td{style}>{html.escape(cell)}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    notes = "".join(f"<li>{html.escape(line)}</li>" for line in report.footnote_lines(comparison))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table><ul>{notes}</ul>"
 
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#1f2328}

@@ -134,26 +134,35 @@ def write_report(config: RunConfig, run_dir: Path) -> Path:
     return path
 
 
-def publish_run(config: RunConfig, run_dir: Path, verdict: str) -> dict[str, Any]:
-    """After the final verdict: report, baseline policy, spool, and MLflow. Writes published.json."""
+def publish_run(config: RunConfig, run_dir: Path) -> dict[str, Any]:
+    """After the final verdict: spool, report, baseline policy, and MLflow. Writes published.json.
+
+    The run goes into the spool first, before anything that can fail, so a crash in the report or the
+    baseline swap leaves the results on disk for `benchgate sync`; the entry is rewritten once the
+    report and the baseline marking exist.
+    """
+    from benchgate import spool
     from benchgate.stages import stage_update_baseline
 
+    record = dict(read_json(run_dir / RUN_FILE))
+    if config.tracking.enabled:
+        spool.write_entry(config.tracking.spool_dir, run_dir, record)
     write_report(config, run_dir)
-    written = stage_update_baseline(config, run_dir, verdict)
+    comparison = Comparison.from_dict(read_json(run_dir / "compare.json"))
+    written = stage_update_baseline(config, run_dir, comparison)
     published: dict[str, Any] = {"baseline_written": str(written) if written else None}
     if config.tracking.enabled:
-        published |= _record(config, run_dir, written)
+        if written is not None:
+            meta = read_json(written / "baseline.json")
+            record |= {"baseline_since_unix": meta["created_unix"], "baseline_reason": meta["reason"]}
+        published |= _record(config, run_dir, record)
     write_json(run_dir / PUBLISHED_FILE, published)
     return published
 
 
-def _record(config: RunConfig, run_dir: Path, written: Path | None) -> dict[str, Any]:
+def _record(config: RunConfig, run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
     from benchgate import spool, tracking
 
-    record = dict(read_json(run_dir / RUN_FILE))
-    if written is not None:
-        meta = read_json(written / "baseline.json")
-        record |= {"baseline_since_unix": meta["created_unix"], "baseline_reason": meta["reason"]}
     entry = spool.write_entry(config.tracking.spool_dir, run_dir, record)
     state = _state(run_dir)
     budget = max(0.0, config.tracking.max_wait_s - float(state.get("waited_s", 0.0)))

@@ -5,9 +5,16 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from benchgate.compare import Check, Comparison
+from benchgate.compare import TIMING, Check, Comparison
 
-STATUS_STYLE = {"PASS": "green", "WARN": "yellow", "FAIL": "bold red", "NEW": "cyan", "INFO": "dim"}
+STATUS_STYLE = {
+    "PASS": "green",
+    "WARN": "yellow",
+    "UNKNOWN": "bold magenta",
+    "FAIL": "bold red",
+    "NEW": "cyan",
+    "INFO": "dim",
+}
 
 
 def _number(value: float | None, unit: str = "") -> str:
@@ -39,36 +46,59 @@ def _interval(check: Check) -> str:
     return f"[{check.ci_low:+.3g}, {check.ci_high:+.3g}]"
 
 
+def _needs_footnote(check: Check) -> bool:
+    # Timing rows always carry their rule; other rows only when they say more than PASS.
+    return check.metric == TIMING or (check.status not in ("PASS", "INFO", "NEW") and bool(check.rule))
+
+
+def footnotes(comparison: Comparison) -> list[tuple[str, Check]]:
+    """(marker, check) for every row whose rule and notes are printed under the table."""
+    marked = [c for c in comparison.checks if _needs_footnote(c) or c.note]
+    return [(f"[{i}]", c) for i, c in enumerate(marked, start=1)]
+
+
 def rows(comparison: Comparison) -> list[list[str]]:
+    markers = {id(c): marker for marker, c in footnotes(comparison)}
     return [
         [
-            c.name,
+            f"{c.name} {markers[id(c)]}" if id(c) in markers else c.name,
             _number(c.baseline, c.unit),
             _number(c.current, c.unit),
             _change(c),
             _interval(c),
-            "—" if c.p_value is None else f"{c.p_value:.2g}",
             c.status,
-            c.rule,
-            c.note,
         ]
         for c in comparison.checks
     ]
 
 
-HEADER = ["check", "baseline", "current", "change", "95% CI of change", "p", "status", "rule", "note"]
+def footnote_lines(comparison: Comparison) -> list[str]:
+    """Under the table: each marked row's whole rule (every condition) and its notes."""
+    lines = []
+    for marker, check in footnotes(comparison):
+        parts = [f"rule: {check.rule}"] if check.rule else []
+        if check.note:
+            parts.append(check.note)
+        lines.append(f"{marker} {check.name}: {check.status}. " + ". ".join(parts))
+    return lines
+
+
+HEADER = ["check", "baseline", "current", "change", "CI of change", "status"]
 
 
 def print_verdict(comparison: Comparison, console: Console) -> None:
+    """The verdict for a terminal: six columns (fits 120 columns), rules and notes below."""
     table = Table(
         title=f"benchgate · {comparison.workload} · {comparison.machine_profile}", title_justify="left"
     )
     for column in HEADER:
         table.add_column(column, overflow="fold")
     for row in rows(comparison):
-        status = row[6]
-        table.add_row(*row[:6], f"[{STATUS_STYLE[status]}]{status}[/]", *row[7:])
+        status = row[-1]
+        table.add_row(*row[:-1], f"[{STATUS_STYLE[status]}]{status}[/]")
     console.print(table)
+    for line in footnote_lines(comparison):
+        console.print(line, highlight=False)
     for note in comparison.notes:
         console.print(f"[yellow]note:[/] {note}")
     style = STATUS_STYLE[comparison.verdict]
@@ -85,5 +115,6 @@ def markdown(comparison: Comparison) -> str:
         "|" + "---|" * len(HEADER),
     ]
     lines += ["| " + " | ".join(row) + " |" for row in rows(comparison)]
+    lines += [""] + [f"- {line}" for line in footnote_lines(comparison)]
     lines += [f"\n> {note}" for note in comparison.notes]
     return "\n".join(lines) + "\n"

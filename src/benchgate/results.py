@@ -76,9 +76,11 @@ class Bundle:
     # Run-level p50s of earlier baselines of this profile (baseline store only): the run-to-run noise.
     history: list[dict[str, Any]] = field(default_factory=list)
 
-    def history_p50s(self, world_size: int, metric: str) -> list[float]:
-        values = [h["p50"].get(str(world_size), {}).get(metric) for h in self.history]
-        return [float(v) for v in values if v is not None]
+    def history_figures(self, world_size: int) -> list[dict[str, float]]:
+        """Earlier baseline runs' run-level figures at one world size (step_time_s, and
+        step_time_per_reference where the run timed the drift reference), oldest first."""
+        rows = (h.get("p50", {}).get(str(world_size)) for h in self.history)
+        return [{k: float(v) for k, v in row.items() if v is not None} for row in rows if row]
 
     @property
     def machine_profile(self) -> str:

@@ -1,6 +1,6 @@
 """The code under test: which commit of which repository a pipeline task benchmarks, and getting it.
 
-On a cluster every task that imports the workload (bench, eval, trace, confirm) fetches exactly one
+On a cluster every task that imports the workload (bench, eval, trace, A/B) fetches exactly one
 commit of the user's repository into its own workspace and puts it on the import path; the bench image
 already holds benchgate, torch and the workload's dependencies. One shallow fetch per task keeps the
 tasks independent (no artifact the size of a repository moves between pods) and pins every task to the
@@ -77,6 +77,39 @@ def checkout(repository: str, commit: str, dest: Path) -> Path:
     _git(["fetch", "--quiet", "--depth=1", "--", repository, commit], dest)
     _git(["checkout", "--quiet", "--detach", commit], dest)
     return dest
+
+
+def resolve_local_ref(ref: str, cwd: Path, field: str = "--base") -> tuple[str, str]:
+    """A ref of the local repository (branch, tag, `origin/main`, `HEAD~1`, a SHA) resolved once to its
+    full SHA; returns (sha, file:// URL of the repository) so that a task can check that SHA out."""
+    if not ref or ref.startswith("-"):
+        raise ConfigError(f"{field}: got {ref!r} (expected a git ref of this repository, e.g. origin/main)")
+    try:
+        top = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        done = subprocess.run(
+            ["git", "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ConfigError(f"{field}: cannot run git to resolve {ref!r} ({e})") from None
+    if top.returncode != 0:
+        raise ConfigError(f"{field}: got {ref!r}, but {cwd} is not inside a git repository")
+    if done.returncode != 0:
+        raise ConfigError(
+            f"{field}: got {ref!r}, which names no commit of the repository at {top.stdout.strip()}"
+        )
+    return validate_commit(done.stdout.strip(), field), Path(top.stdout.strip()).resolve().as_uri()
 
 
 def import_paths(root: Path) -> list[Path]:

@@ -1,4 +1,4 @@
-"""The gate's stages that are not a launch of their own: env, compare, confirm, baseline update.
+"""The gate's stages that are not a launch of their own: env, compare, A/B, baseline update.
 
 Each is a function from files to files in one result directory, so a pipeline task can call exactly one
 of them and a crash leaves the finished stages' results on disk. (bench, eval and trace live in
@@ -8,16 +8,15 @@ about it.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
+from benchgate.ab_runner import RoundCallback, Side, run_ab
 from benchgate.baseline import find_baseline, save_baseline
-from benchgate.compare import Comparison, compare, merge_confirmation, timing_failures
+from benchgate.compare import TIMING, Comparison, apply_ab, compare, undecided_world_sizes
 from benchgate.config import RunConfig
 from benchgate.env import capture_environment
 from benchgate.files import read_json, write_json
-from benchgate.launch import ProgressCallback, run_bench
 from benchgate.report import markdown
 from benchgate.results import Bundle, load_bundle
 
@@ -45,54 +44,60 @@ def stage_compare(config: RunConfig, run_dir: Path) -> tuple[Comparison, Bundle,
     return comparison, current, baseline
 
 
-def worlds_to_confirm(config: RunConfig, comparison: Comparison, baseline: Bundle | None) -> list[int]:
-    """World sizes whose timing FAIL must be repeated before it counts (empty: the verdict is final)."""
-    if not config.gate.confirm_failures or baseline is None:
+def worlds_for_ab(comparison: Comparison, baseline: Bundle | None, base_available: bool) -> list[int]:
+    """World sizes an A/B run must decide: those the screen did not PASS, when the base code exists."""
+    if baseline is None or not base_available:
         return []
-    return timing_failures(comparison)
+    return undecided_world_sizes(comparison)
 
 
-def stage_confirm(
-    config: RunConfig, run_dir: Path, world_sizes: list[int], on_progress: ProgressCallback | None = None
+def stage_ab(
+    config: RunConfig,
+    run_dir: Path,
+    world_sizes: list[int],
+    base: Side,
+    candidate: Side,
+    on_round: RoundCallback | None = None,
 ) -> Comparison:
-    """Re-run `world_sizes` into run_dir/confirm and keep a timing FAIL only where it repeats.
+    """Decide `world_sizes` by interleaved A/B of `base` and `candidate` (into run_dir/ab/).
 
-    Rewrites compare.json and compare.md in `run_dir`.
+    Each A/B decision replaces the screen's row; rewrites compare.json and compare.md in `run_dir`.
     """
-    first = Comparison.from_dict(read_json(run_dir / "compare.json"))
-    current = load_bundle(run_dir)
-    assert current.workload is not None
-    baseline = find_baseline(config.gate.baseline_dir, current.machine_profile, current.workload)
-    if baseline is None:
-        return first
-    confirm_dir = run_dir / "confirm"
-    shutil.rmtree(confirm_dir, ignore_errors=True)
-    confirm_dir.mkdir(parents=True)
-    shutil.copy2(run_dir / "env.json", confirm_dir / "env.json")
+    comparison = Comparison.from_dict(read_json(run_dir / "compare.json"))
     # The device count the run was captured with (as the bench tasks use), not a second probe.
-    gpus = current.env.get("gpu", {}).get("count")
+    gpus = load_bundle(run_dir).env.get("gpu", {}).get("count")
     for ws in world_sizes:
-        run_bench(config, ws, confirm_dir, on_progress, gpus=gpus)
-    second = compare(baseline, load_bundle(confirm_dir), config.gate.tolerances)
-    confirmed = merge_confirmation(first, second)
-    write_comparison(run_dir, confirmed)
-    return confirmed
+        outcome = run_ab(config, ws, run_dir, base, candidate, gpus, on_round)
+        comparison = apply_ab(
+            comparison, outcome.to_dict(base, candidate), config.gate.tolerances, config.gate.ab
+        )
+    write_comparison(run_dir, comparison)
+    return comparison
 
 
-def should_update_baseline(config: RunConfig, branch: str | None, verdict: str) -> str | None:
-    """The reason to write this run as the baseline, or None. On main a FAIL is not promoted."""
+def should_update_baseline(config: RunConfig, env: dict[str, Any], comparison: Comparison) -> str | None:
+    """The reason to write this run as the baseline, or None.
+
+    No ratchet: `auto` promotes only a run on main from a clean tree whose every timing check PASSed
+    (or is NEW: the first baseline). A WARN, UNKNOWN or FAIL run never becomes the reference, so two
+    successive 4% slowdowns are both measured against the same baseline.
+    """
     policy = config.gate.update_baseline
     if policy == "always":
         return "--update-baseline"
-    if policy == "auto" and branch == "main" and verdict != "FAIL":
+    git = env.get("git", {})
+    if policy != "auto" or git.get("branch") != "main" or git.get("dirty") is not False:
+        return None
+    timing_ok = all(c.status in ("PASS", "NEW") for c in comparison.checks if c.metric == TIMING)
+    if comparison.verdict in ("PASS", "WARN") and timing_ok:
         return "branch main"
     return None
 
 
-def stage_update_baseline(config: RunConfig, run_dir: Path, verdict: str) -> Path | None:
+def stage_update_baseline(config: RunConfig, run_dir: Path, comparison: Comparison) -> Path | None:
     """Write the run in `run_dir` as its profile's baseline when the policy says so; returns where."""
     current = load_bundle(run_dir)
-    reason = should_update_baseline(config, current.env.get("git", {}).get("branch"), verdict)
+    reason = should_update_baseline(config, current.env, comparison)
     if reason is None:
         return None
     return save_baseline(current, config.gate.baseline_dir, reason)

@@ -1,9 +1,9 @@
-"""Statistics for comparing per-step timing samples of a baseline run with those of a current run.
+"""Statistics over per-step samples and run-level figures: percentiles, summaries, t quantiles, slopes.
 
 Consecutive training steps are autocorrelated (allocator warm-up, thermal drift, data-loader stalls), so an
-i.i.d. bootstrap would give confidence intervals that are too narrow; intervals here come from a circular
-block bootstrap instead. Significance uses the Mann-Whitney U test, as asv and Chromium Pinpoint do,
-because step-time distributions are skewed and heavy-tailed, where a t-test is misleading.
+i.i.d. bootstrap would give confidence intervals that are too narrow; the interval of a run's median comes
+from a circular block bootstrap instead. The gate's decisions (benchgate.verdict) work on run-level
+figures with Student's t, because launches of identical code differ by more than their steps suggest.
 """
 
 from __future__ import annotations
@@ -154,47 +154,6 @@ def block_bootstrap_ci(
     arr = _as_array(samples)
     values = _bootstrap_statistics(arr, statistic, resamples, np.random.default_rng(seed), block)
     return _percentile_interval(values, confidence)
-
-
-def ratio_ci(
-    baseline: Samples,
-    current: Samples,
-    statistic: Statistic = np.median,
-    confidence: float = 0.95,
-    resamples: int = 2000,
-    seed: int = 0,
-) -> tuple[float, float]:
-    """CI of statistic(current) / statistic(baseline); each side is block-bootstrapped independently."""
-    _check_confidence(confidence)
-    base = _as_array(baseline, "baseline")
-    cur = _as_array(current, "current")
-    rng = np.random.default_rng(seed)
-    base_stats = _bootstrap_statistics(base, statistic, resamples, rng, None)
-    cur_stats = _bootstrap_statistics(cur, statistic, resamples, rng, None)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = cur_stats / base_stats
-    if not np.all(np.isfinite(ratios)):
-        raise ValueError("the baseline statistic is zero in some bootstrap resamples; the ratio is undefined")
-    return _percentile_interval(ratios, confidence)
-
-
-def mann_whitney_u(a: Samples, b: Samples) -> tuple[float, float]:
-    """U statistic of `a` and the two-sided p-value (normal approximation, tie and continuity corrected)."""
-    x = _as_array(a, "a")
-    y = _as_array(b, "b")
-    n1, n2 = int(x.size), int(y.size)
-    n = n1 + n2
-    _, inverse, counts = np.unique(np.concatenate([x, y]), return_inverse=True, return_counts=True)
-    ends = np.cumsum(counts)
-    midranks = ends - (counts - 1) / 2.0
-    u = float(midranks[inverse[:n1]].sum()) - n1 * (n1 + 1) / 2.0
-    ties = float(np.sum(counts.astype(np.float64) ** 3 - counts))
-    variance = n1 * n2 / 12.0 * ((n + 1) - ties / (n * (n - 1)))
-    if variance <= 0.0:
-        return u, 1.0
-    # Uses the larger of U and n1*n2 - U, as scipy does, so the continuity correction shrinks |z|.
-    z = (abs(u - n1 * n2 / 2.0) - 0.5) / math.sqrt(variance)
-    return u, min(1.0, math.erfc(z / math.sqrt(2.0)))
 
 
 def _betainc(a: float, b: float, x: float) -> float:

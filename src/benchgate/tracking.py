@@ -447,6 +447,14 @@ def promote(tracker: Tracker, run_id: str, reason: str) -> Run:
     return tracker.client.get_run(run_id)
 
 
+# Logged figure (after "ws<N>/") -> history.json p50 key, and what the figure is divided by to get it.
+_HISTORY_P50 = {
+    "tokens_per_s_p50": ("tokens_per_s", 1.0),
+    "step_time_ms_p50": ("step_time_s", 1e3),
+    "step_time_per_reference_p50": ("step_time_per_reference", 1.0),
+}
+
+
 def history_from_runs(runs: list[Run]) -> list[dict[str, Any]]:
     """Baseline runs as the directory store's history.json rows (run-level p50s: the noise floor)."""
     rows = []
@@ -454,10 +462,9 @@ def history_from_runs(runs: list[Run]) -> list[dict[str, Any]]:
         p50: dict[str, dict[str, float]] = {}
         for key, value in run.data.metrics.items():
             ws, _, name = key.partition("/")
-            if ws.startswith("ws") and name == "tokens_per_s_p50":
-                p50.setdefault(ws[2:], {})["tokens_per_s"] = value
-            elif ws.startswith("ws") and name == "step_time_ms_p50":
-                p50.setdefault(ws[2:], {})["step_time_s"] = value / 1e3
+            if ws.startswith("ws") and name in _HISTORY_P50:
+                p50_key, divisor = _HISTORY_P50[name]
+                p50.setdefault(ws[2:], {})[p50_key] = value / divisor
         rows.append(
             {
                 "commit": run.data.tags.get(TAG_COMMIT),

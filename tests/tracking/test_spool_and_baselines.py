@@ -72,7 +72,8 @@ def test_server_down_run_completes_on_the_cached_baseline_and_sync_logs_it_once(
     assert outcome.tracking["waited_s"] <= 4.5  # the whole run's wait on the dead server
     assert "unreachable" in outcome.tracking["error"]
     statuses = {c.name: c.status for c in outcome.comparison.checks}
-    assert statuses["tokens/s p50 (ws=1)"] in ("PASS", "WARN")  # judged against the cached baseline
+    # Judged against the cached baseline (one run: the screen cannot know the noise yet).
+    assert statuses["tokens/s (ws=1)"] in ("PASS", "UNKNOWN")
     entry = Path(outcome.published["spooled"])
     assert outcome.published["mlflow_run_id"] is None
     assert {"record.json", "env.json", "metrics-ws1.json", "compare.json", "report.html"} <= {

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from benchgate.baseline import HISTORY_LENGTH, baseline_location, find_baseline, save_baseline
+from benchgate.baseline import HISTORY_LENGTH, baseline_location, find_baseline, read_meta, save_baseline
 from benchgate.errors import BaselineError
 from benchgate.files import write_json
 from benchgate.results import load_bundle
@@ -47,8 +47,10 @@ def test_baseline_save_then_find_round_trips(tmp_path: Path) -> None:
     found = find_baseline(tmp_path / "store", PROFILE, "w")
     assert found is not None and found.metrics[1]["samples"] == run.metrics[1]["samples"]
     assert found.history[0]["commit"] == "abc"
-    # Nothing but the baseline itself is left in the profile directory (no staging or retired copies).
-    assert [p.name for p in location.parent.iterdir()] == ["w"]
+    # The link, its one version and the writers' lock: no staging or retired copies are left behind.
+    assert location.is_symlink()
+    assert sorted(p.name for p in location.parent.iterdir()) == [".w.lock", ".w.versions", "w"]
+    assert [p.name for p in (location.parent / ".w.versions").iterdir()] == [location.resolve().name]
 
 
 def test_baseline_history_grows_per_promotion_and_is_capped(tmp_path: Path) -> None:
@@ -59,7 +61,7 @@ def test_baseline_history_grows_per_promotion_and_is_capped(tmp_path: Path) -> N
     assert found is not None
     assert len(found.history) == HISTORY_LENGTH
     assert found.history[-1]["commit"] == f"c{HISTORY_LENGTH + 2}"
-    assert found.history_p50s(1, "step_time_s")[-1] == pytest.approx(0.122 * 1.02)
+    assert found.history_figures(1)[-1]["step_time_s"] == pytest.approx(0.122 * 1.02)
 
 
 @pytest.mark.parametrize(
@@ -94,7 +96,9 @@ def test_corrupt_history_blocks_promotion_with_a_baseline_error(tmp_path: Path) 
     with pytest.raises(BaselineError, match=r"history\.json"):
         save_baseline(load_bundle(write_run(tmp_path / "run2")), tmp_path / "store", "test")
     # The old baseline is untouched and no staging directory is left behind.
-    assert [p.name for p in history.parent.parent.iterdir()] == ["w"]
+    assert history.read_text() == '{"runs": ['
+    versions = history.parent.parent / ".w.versions"
+    assert [p.name for p in versions.iterdir()] == [history.parent.resolve().name]
 
 
 def test_bad_samples_in_a_result_file_are_rejected(tmp_path: Path) -> None:
@@ -104,3 +108,45 @@ def test_bad_samples_in_a_result_file_are_rejected(tmp_path: Path) -> None:
     write_json(run / "metrics-ws1.json", bad)
     with pytest.raises(BaselineError, match=r"samples\.step_time_s"):
         load_bundle(run)
+
+
+def test_history_entry_carries_the_drift_corrected_step_time(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path / "run")
+    with_reference = metrics()
+    steps = with_reference["samples"]["step_time_s"]
+    # The reference runs 2x, 4x and 5x faster than the step in turn: the ratios' median is 4.
+    with_reference["samples"]["reference_s"] = [s / (2, 4, 5)[i % 3] for i, s in enumerate(steps)]
+    write_json(run_dir / "metrics-ws1.json", with_reference)
+    write_json(run_dir / "metrics-ws2.json", metrics(world_size=2))
+    save_baseline(load_bundle(run_dir), tmp_path / "store", "test")
+    found = find_baseline(tmp_path / "store", PROFILE, "w")
+    assert found is not None
+    p50 = found.history[-1]["p50"]
+    assert p50["1"]["step_time_per_reference"] == pytest.approx(4.0)
+    assert p50["1"]["step_time_s"] == pytest.approx(0.102)
+    assert found.history_figures(1)[-1]["step_time_per_reference"] == pytest.approx(4.0)
+    # A world size whose run timed no reference keeps only the plain figures.
+    assert set(p50["2"]) == {"tokens_per_s", "step_time_s"}
+
+
+def test_old_layout_directory_is_read_then_moved_behind_a_link_on_the_next_save(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    location = baseline_location(store, PROFILE, "w")
+    # What the store looked like before versions: the baseline's files straight in <profile>/<workload>.
+    write_run(location, commit="old")
+    write_json(location / "baseline.json", {"commit": "old", "reason": "before versions"})
+    write_json(location / "history.json", {"runs": [{"commit": "old", "created_unix": 1.0, "p50": {}}]})
+    found = find_baseline(store, PROFILE, "w")
+    assert found is not None and found.env["git"]["commit"] == "old"
+    assert read_meta(store, PROFILE, "w") == {"commit": "old", "reason": "before versions"}
+
+    assert save_baseline(load_bundle(write_run(tmp_path / "run", commit="new")), store, "test") == location
+    assert location.is_symlink()
+    versions = store / PROFILE / ".w.versions"
+    assert sorted(p.name for p in versions.iterdir()) == ["00000001", "00000002"]
+    assert (versions / "00000001" / "baseline.json").exists()  # the old baseline, kept as a version
+    found = find_baseline(store, PROFILE, "w")
+    assert found is not None and found.path == (versions / "00000002").resolve()
+    assert [h["commit"] for h in found.history] == ["old", "new"]
+    meta = read_meta(store, PROFILE, "w")
+    assert meta is not None and meta["commit"] == "new"

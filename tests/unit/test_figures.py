@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
+import copy
+import statistics
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from benchgate.compare import Check, Comparison
+from benchgate.config import BenchConfig
 from benchgate.figures import bench_figures, run_figures
+from benchgate.files import read_json
+from benchgate.flops import PeakFlops, mfu
+from benchgate.launch import run_bench
 from benchgate.results import Bundle
+from conftest import make_config
+
+# A peak low enough that sleepy's few FLOPs per step give a visible MFU, high enough to stay under 100%:
+# about 3,200 tokens/s x 1,632 FLOPs/token = 5.2 MFLOP/s against 1 GFLOP/s is about 0.5%.
+TEST_PEAK_TFLOPS = 0.001
 
 
-def bench(ws: int, step_s: list[float], mfu: float | None) -> dict[str, Any]:
+def bench(ws: int, step_s: list[float], mfu_fraction: float | None) -> dict[str, Any]:
     tokens = 100 * ws
     return {
         "samples": {"step_time_s": step_s, "tokens_per_s": [tokens / t for t in step_s]},
         "memory": {"peak_bytes": 3 * 2**20},
-        "mfu": {"dense_6n": mfu, "attention_aware": None},
+        "mfu": {"dense_6n": mfu_fraction, "attention_aware": None},
         "loss_slope": {"slope": -0.5},
     }
 
@@ -26,7 +37,7 @@ def test_run_figures_names_and_values() -> None:
     bundle = Bundle(
         path=Path("/r"),
         env={"machine_profile": "p"},
-        metrics={1: bench(1, [0.1, 0.2, 0.3], 41.0), 2: bench(2, [0.25, 0.25, 0.25], None)},
+        metrics={1: bench(1, [0.1, 0.2, 0.3], 0.41), 2: bench(2, [0.25, 0.25, 0.25], None)},
         eval={"perplexity": 1.5, "probes": {"facts": {"accuracy_pct": 50.0}}},
     )
     comparison = Comparison("p", "w", None, checks=[Check("a", "", 1.0, status="FAIL")])
@@ -34,7 +45,8 @@ def test_run_figures_names_and_values() -> None:
     assert figures["ws1/step_time_ms_p50"] == pytest.approx(200.0)
     assert figures["ws1/tokens_per_s_p50"] == pytest.approx(500.0)
     assert figures["ws1/peak_memory_mib"] == pytest.approx(3.0)
-    assert figures["ws1/mfu_6nd_pct"] == 41.0
+    # The file's fraction 0.41 is logged as 41 (%), once.
+    assert figures["ws1/mfu_6nd_pct"] == pytest.approx(41.0)
     # No MFU where it is unknown (CPU): absent, not zero.
     assert "ws2/mfu_6nd_pct" not in figures and "ws1/mfu_attention_pct" not in figures
     # tokens/s(2) / (2 x tokens/s(1)) = 800 / (2 x 500)
@@ -58,3 +70,95 @@ def test_bench_figures_leave_out_what_the_file_has_as_null() -> None:
     figures = bench_figures(metrics)
     assert "loss_slope" not in figures and "mfu_6nd_pct" not in figures
     assert figures["tokens_per_s_p50"] == pytest.approx(750.0)  # the median of 1000 and 500 tokens/s
+
+
+def test_mfu_fraction_in_the_file_is_percent_in_the_figures() -> None:
+    metrics = bench(1, [0.1, 0.2], 0.41)
+    metrics["mfu"]["attention_aware"] = 0.005
+    figures = bench_figures(metrics)
+    assert figures["mfu_6nd_pct"] == pytest.approx(41.0)
+    assert figures["mfu_attention_pct"] == pytest.approx(0.5)
+    # The metrics file itself is left as it was: a fraction, under names without _pct.
+    assert metrics["mfu"] == {"dense_6n": 0.41, "attention_aware": 0.005}
+
+
+def test_step_time_per_reference_p50_is_the_median_of_the_per_step_ratios() -> None:
+    metrics = bench(1, [0.1, 0.2, 0.3, 0.4], None)
+    metrics["samples"]["reference_s"] = [0.01, 0.01, 0.02, 0.1]
+    # Ratios 10, 20, 15, 4: median 12.5 (the ratio of the medians, 0.25 / 0.015, would be 16.7).
+    assert bench_figures(metrics)["step_time_per_reference_p50"] == pytest.approx(12.5)
+    bundle = Bundle(path=Path("/r"), env={"machine_profile": "p"}, metrics={2: metrics})
+    assert run_figures(bundle)["ws2/step_time_per_reference_p50"] == pytest.approx(12.5)
+
+
+@pytest.mark.parametrize(
+    "reference_s",
+    [
+        pytest.param(None, id="absent-gpu"),
+        pytest.param([], id="empty"),
+        pytest.param([0.01, 0.01], id="fewer-than-steps"),
+        pytest.param([0.01, 0.01, 0.01, 0.01], id="more-than-steps"),
+        pytest.param([0.01, 0.0, 0.01], id="zero"),
+    ],
+)
+def test_step_time_per_reference_p50_is_left_out_without_a_reference_for_every_step(
+    reference_s: list[float] | None,
+) -> None:
+    metrics = bench(1, [0.1, 0.2, 0.3], None)
+    if reference_s is not None:
+        metrics["samples"]["reference_s"] = reference_s
+    figures = bench_figures(metrics)
+    assert "step_time_per_reference_p50" not in figures
+    assert figures["step_time_ms_p50"] == pytest.approx(200.0)
+
+
+# ---------------------------------------------------------------- a real metrics file
+
+
+@pytest.fixture(scope="module")
+def real_metrics(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """metrics-ws1.json as `torchrun -m benchgate.bench` writes it on this CPU host (sleepy, 8 steps)."""
+    tmp_path = tmp_path_factory.mktemp("real-bench")
+    bench_section: dict[str, Any] = {"steps": 8, "warmup": 1}
+    if "peak_tflops" in BenchConfig.model_fields:
+        bench_section["peak_tflops"] = TEST_PEAK_TFLOPS
+    config = make_config(tmp_path, bench=bench_section)
+    return dict(read_json(run_bench(config, 1, tmp_path / "out")))
+
+
+@pytest.mark.slow
+def test_real_bench_mfu_is_logged_as_percent(real_metrics: dict[str, Any]) -> None:
+    if "peak_tflops" not in BenchConfig.model_fields:
+        pytest.skip("bench.peak_tflops is not in BenchConfig yet: a CPU bench writes no MFU without a peak")
+    file_mfu = real_metrics["mfu"]
+    assert file_mfu["dense_6n"] is not None and file_mfu["attention_aware"] is not None, (
+        f"bench.peak_tflops={TEST_PEAK_TFLOPS} was set but the bench wrote no MFU: {file_mfu}"
+    )
+    figures = bench_figures(real_metrics)
+    for figure, estimator in (("mfu_6nd_pct", "dense_6n"), ("mfu_attention_pct", "attention_aware")):
+        assert 0 < file_mfu[estimator] < 1  # the file keeps a fraction
+        assert figures[figure] == pytest.approx(100 * file_mfu[estimator])
+        assert 0 < figures[figure] <= 100
+
+
+@pytest.mark.slow
+def test_figures_of_a_real_metrics_file(real_metrics: dict[str, Any]) -> None:
+    metrics = copy.deepcopy(real_metrics)
+    # MFU filled in from the file's own tokens/s and FLOPs per token by the function the bench uses.
+    peak = PeakFlops("cpu", metrics["precision"], TEST_PEAK_TFLOPS * 1e12, "test peak")
+    flops_per_token = metrics["mfu"]["flops_per_token"]
+    for estimator in ("dense_6n", "attention_aware"):
+        metrics["mfu"][estimator] = mfu(
+            metrics["tokens_per_s"]["p50"], flops_per_token[estimator], peak, metrics["world_size"]
+        )
+    figures = bench_figures(metrics)
+    for figure, estimator in (("mfu_6nd_pct", "dense_6n"), ("mfu_attention_pct", "attention_aware")):
+        assert figures[figure] == pytest.approx(100 * metrics["mfu"][estimator])
+        assert 0 < figures[figure] <= 100
+    # The drift reference is timed after every CPU step; the figure is the median of the per-step ratios.
+    samples = metrics["samples"]
+    assert len(samples["reference_s"]) == len(samples["step_time_s"]) == 8
+    ratios = [t / r for t, r in zip(samples["step_time_s"], samples["reference_s"], strict=True)]
+    assert figures["step_time_per_reference_p50"] == pytest.approx(statistics.median(ratios))
+    assert figures["step_time_per_reference_p50"] > 0
+    assert figures["step_time_ms_p50"] == pytest.approx(1e3 * metrics["step_time_s"]["p50"])

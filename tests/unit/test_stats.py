@@ -9,9 +9,7 @@ from benchgate.stats import (
     Summary,
     block_bootstrap_ci,
     linear_slope,
-    mann_whitney_u,
     percentile,
-    ratio_ci,
     relative_change_pct,
     summarize,
     t_quantile,
@@ -182,119 +180,6 @@ def test_block_bootstrap_ci_handles_block_longer_than_samples() -> None:
 def test_block_bootstrap_ci_rejects_bad_parameters(kwargs: dict[str, float], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         block_bootstrap_ci([1.0, 2.0, 3.0], np.median, **kwargs)  # type: ignore[arg-type]
-
-
-# --- ratio_ci ---------------------------------------------------------------------------------------------
-
-
-def test_ratio_ci_of_scaled_copy_brackets_scale_and_excludes_one() -> None:
-    base = np.random.default_rng(21).normal(100.0, 5.0, 500)
-    low, high = ratio_ci(base, base * 1.2)
-    assert low < 1.2 < high
-    assert low > 1.0
-
-
-def test_ratio_ci_of_same_distribution_includes_one() -> None:
-    rng = np.random.default_rng(22)
-    low, high = ratio_ci(rng.normal(100.0, 5.0, 500), rng.normal(100.0, 5.0, 500))
-    assert low < 1.0 < high
-    assert high - low < 0.05
-
-
-def test_ratio_ci_is_deterministic_for_a_seed() -> None:
-    rng = np.random.default_rng(23)
-    base, cur = list(rng.normal(10.0, 1.0, 200)), list(rng.normal(11.0, 1.0, 200))
-    assert ratio_ci(base, cur, seed=8) == ratio_ci(base, cur, seed=8)
-    assert ratio_ci(base, cur, seed=8) != ratio_ci(base, cur, seed=9)
-
-
-def test_ratio_ci_rejects_zero_baseline_statistic() -> None:
-    with pytest.raises(ValueError, match="baseline statistic is zero"):
-        ratio_ci([0.0, 0.0, 0.0], [1.0, 2.0, 3.0])
-
-
-def test_ratio_ci_rejects_empty_side_by_name() -> None:
-    with pytest.raises(ValueError, match="current is empty"):
-        ratio_ci([1.0], [])
-
-
-# --- mann_whitney_u ---------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("a", "b", "u"),
-    [
-        pytest.param([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], 0.0, id="all-below"),
-        pytest.param([4.0, 5.0, 6.0], [1.0, 2.0, 3.0], 9.0, id="all-above"),
-        pytest.param([3.0, 1.0], [2.0], 1.0, id="interleaved"),
-        pytest.param([1.0, 2.0, 2.0], [2.0, 3.0], 1.0, id="ties-count-half"),
-        pytest.param([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], 4.5, id="identical"),
-        pytest.param([5.0], [5.0], 0.5, id="single-tie"),
-    ],
-)
-def test_mann_whitney_u_statistic_matches_pair_count(a: list[float], b: list[float], u: float) -> None:
-    assert mann_whitney_u(a, b)[0] == u
-
-
-def test_mann_whitney_u_statistics_of_both_sides_sum_to_n1_n2() -> None:
-    rng = np.random.default_rng(31)
-    a, b = rng.integers(0, 5, 17).astype(float), rng.integers(0, 5, 11).astype(float)
-    assert mann_whitney_u(a, b)[0] + mann_whitney_u(b, a)[0] == 17 * 11
-    assert mann_whitney_u(a, b)[1] == pytest.approx(mann_whitney_u(b, a)[1])
-
-
-def test_mann_whitney_u_p_value_of_hand_computed_example() -> None:
-    # n1 = n2 = 3, U = 0: mu = 4.5, sigma^2 = 9 * 7 / 12, z = (4.5 - 0.5) / sigma, p = erfc(z / sqrt 2).
-    expected = math.erfc((4.5 - 0.5) / math.sqrt(63.0 / 12.0) / math.sqrt(2.0))
-    assert mann_whitney_u([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])[1] == pytest.approx(expected, rel=1e-12)
-    assert expected == pytest.approx(0.0808556, abs=1e-7)
-
-
-def test_mann_whitney_u_p_value_applies_tie_correction() -> None:
-    # Value 2 appears 3 times in n = 5: sigma^2 = 6 / 12 * (6 - (27 - 3) / 20) = 2.4 instead of 3.
-    # U = 1, mu = 3, so z = (2 - 0.5) / sqrt(2.4).
-    expected = math.erfc(1.5 / math.sqrt(2.4) / math.sqrt(2.0))
-    assert mann_whitney_u([1.0, 2.0, 2.0], [2.0, 3.0])[1] == pytest.approx(expected, rel=1e-12)
-
-
-@pytest.mark.parametrize(
-    ("a", "b"),
-    [
-        pytest.param([1.0, 2.0, 3.0, 4.0, 5.0], [1.0, 2.0, 3.0, 4.0, 5.0], id="same-samples"),
-        pytest.param([2.0, 2.0, 2.0], [2.0, 2.0], id="all-values-equal"),
-        pytest.param([7.0], [7.0], id="one-each-equal"),
-    ],
-)
-def test_mann_whitney_u_p_is_one_without_any_difference(a: list[float], b: list[float]) -> None:
-    assert mann_whitney_u(a, b)[1] == 1.0
-
-
-def test_mann_whitney_u_p_is_tiny_for_clearly_shifted_samples() -> None:
-    rng = np.random.default_rng(32)
-    a, b = rng.normal(100.0, 1.0, 50), rng.normal(110.0, 1.0, 50)
-    u, p = mann_whitney_u(a, b)
-    assert u == 0.0
-    assert p < 1e-6
-
-
-def test_mann_whitney_u_rejects_empty_side() -> None:
-    with pytest.raises(ValueError, match="a is empty"):
-        mann_whitney_u([], [1.0])
-    with pytest.raises(ValueError, match="b is empty"):
-        mann_whitney_u([1.0], [])
-
-
-@pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_mann_whitney_u_matches_scipy_asymptotic(seed: int) -> None:
-    scipy_stats = pytest.importorskip("scipy.stats")
-    rng = np.random.default_rng(seed)
-    # Rounding creates ties, which exercises the tie correction.
-    a = np.round(rng.normal(10.0, 2.0, 40), 0)
-    b = np.round(rng.normal(10.8, 2.0, 33), 0)
-    ref = scipy_stats.mannwhitneyu(a, b, use_continuity=True, alternative="two-sided", method="asymptotic")
-    u, p = mann_whitney_u(a, b)
-    assert u == pytest.approx(float(ref.statistic))
-    assert p == pytest.approx(float(ref.pvalue), rel=1e-9)
 
 
 # --- t_quantile -------------------------------------------------------------------------------------------

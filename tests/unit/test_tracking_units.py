@@ -1,4 +1,4 @@
-"""The parts of MLflow tracking that need no server: URIs, waits, params, the spool, system metrics."""
+"""MLflow tracking without a server: URIs, waits, params, the spool, system metrics, history rows."""
 
 from __future__ import annotations
 
@@ -6,13 +6,17 @@ import math
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from mlflow.entities import Metric, Run, RunData, RunInfo, RunTag
 
 from benchgate import spool, tracking
 from benchgate.config import parse_config
 from benchgate.errors import BadInputError
+from benchgate.figures import run_figures
 from benchgate.kfp.tasks import run_record
+from benchgate.results import Bundle
 from benchgate.sysmetrics import SystemSampler
 from conftest import free_port
 
@@ -107,3 +111,48 @@ def test_real_probes_read_cpu_and_memory() -> None:
     series = sampler.result()["series"]
     assert 0 <= series["cpu_utilization_percentage"][-1] <= 100 * (os.cpu_count() or 1)
     assert series["system_memory_usage_megabytes"][-1] > 0
+
+
+def logged_run(figures: dict[str, float], start_ms: int, commit: str) -> Run:
+    """A finished gate run as MLflow hands it back: `figures` as its metrics."""
+    info = RunInfo(f"run-{commit}", "0", "user", "FINISHED", start_ms, start_ms + 1000, "active")
+    metrics = [Metric(k, v, start_ms, 0) for k, v in figures.items()]
+    return Run(info, RunData(metrics=metrics, tags=[RunTag(tracking.TAG_COMMIT, commit)]))
+
+
+def bench_metrics(ws: int, step_s: list[float], reference_s: list[float] | None) -> dict[str, Any]:
+    samples: dict[str, Any] = {"step_time_s": step_s, "tokens_per_s": [64 * ws / t for t in step_s]}
+    if reference_s is not None:
+        samples["reference_s"] = reference_s
+    return {"samples": samples, "memory": {"peak_bytes": 2**20}, "mfu": {"dense_6n": 0.25}}
+
+
+def test_history_from_runs_reads_back_the_figures_the_parent_run_logs() -> None:
+    cpu = Bundle(
+        path=Path("/r"),
+        env={"machine_profile": "p"},
+        metrics={
+            1: bench_metrics(1, [0.1, 0.2, 0.3], [0.01, 0.02, 0.01]),
+            2: bench_metrics(2, [0.2, 0.2, 0.2], None),  # no drift reference (e.g. GPU): left out
+        },
+    )
+    newer = logged_run(run_figures(cpu), 2_000_000, "b" * 40)
+    older = logged_run({"ws1/tokens_per_s_p50": 100.0, "ws1/step_time_ms_p50": 640.0}, 1_000_000, "a" * 40)
+    rows = tracking.history_from_runs([newer, older])
+    assert [row["commit"] for row in rows] == ["a" * 40, "b" * 40]  # oldest first
+    assert rows[0]["p50"] == {"1": {"tokens_per_s": 100.0, "step_time_s": pytest.approx(0.64)}}
+    p50 = rows[1]["p50"]
+    # Ratios 10, 10, 30: median 10; the same keys as the directory store's history.json.
+    assert p50["1"] == {
+        "tokens_per_s": pytest.approx(320.0),
+        "step_time_s": pytest.approx(0.2),
+        "step_time_per_reference": pytest.approx(10.0),
+    }
+    assert p50["2"] == {"tokens_per_s": pytest.approx(640.0), "step_time_s": pytest.approx(0.2)}
+    assert rows[1]["created_unix"] == 2000.0 and rows[1]["mlflow_run_id"] == f"run-{'b' * 40}"
+
+
+def test_history_point_keeps_logged_mfu_in_percent() -> None:
+    bundle = Bundle(path=Path("/r"), env={"machine_profile": "p"}, metrics={1: bench_metrics(1, [0.1], None)})
+    point = tracking.history_point(logged_run(run_figures(bundle), 1_000_000, "c" * 40))
+    assert point.figures["ws1/mfu_6nd_pct"] == pytest.approx(25.0)  # the file's 0.25, converted once

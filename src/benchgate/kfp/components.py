@@ -39,6 +39,7 @@ def capture_env(
     repository: str,
     commit: str,
     branch: str,
+    base_commit: str,
     kfp_run_id: str,
     kfp_run_name: str,
     setup: Output[Artifact],
@@ -58,7 +59,7 @@ def capture_env(
         "baseline_dir": baseline_dir,
         "mlflow_tracking_uri": mlflow_tracking_uri,
     }
-    env_task(parameters, repository, commit, branch, kfp_run_id, kfp_run_name, setup.path)
+    env_task(parameters, repository, commit, branch, base_commit, kfp_run_id, kfp_run_name, setup.path)
 
 
 @component
@@ -101,49 +102,59 @@ def compare(
     results: Output[Artifact],
     verdict: Output[Markdown],
     figures: Output[Metrics],
-) -> NamedTuple("CompareOutputs", [("verdict", str), ("confirm_world_sizes", str)]):  # type: ignore[valid-type]
-    """Compare the run with its profile's baseline (from MLflow): PASS / WARN / FAIL per check; publish
-    a final verdict (report, baseline, MLflow)."""
+) -> NamedTuple("CompareOutputs", [("verdict", str), ("ab_world_sizes", str), ("base_commit", str)]):  # type: ignore[valid-type]
+    """Screen the run against its profile's baseline (from MLflow): PASS / WARN / UNKNOWN / FAIL per
+    check; publish a final verdict (report, baseline, MLflow), or hand undecided timing to A/B."""
     from collections import namedtuple
 
     from benchgate.kfp.tasks import compare_task
 
-    outcome, confirm = compare_task(
+    outcome, worlds, base_commit = compare_task(
         setup.path,
         [bench_1.path, bench_n.path, evaluation.path, trace.path],
         results.path,
         verdict.path,
         figures,
     )
-    CompareOutputs = namedtuple("CompareOutputs", ["verdict", "confirm_world_sizes"])
-    return CompareOutputs(outcome, confirm)
+    CompareOutputs = namedtuple("CompareOutputs", ["verdict", "ab_world_sizes", "base_commit"])
+    return CompareOutputs(outcome, worlds, base_commit)
 
 
 @component
-def confirm(
+def ab(
     setup: Input[Artifact],
     compared: Input[Artifact],
     world_sizes: str,
+    base_commit: str,
     gpus: int,
     accelerator_type: str,
     results: Output[Artifact],
     verdict: Output[Markdown],
     figures: Output[Metrics],
 ) -> str:
-    """Re-run the world sizes whose timing FAILed; a FAIL stands only where it repeats. Publishes."""
-    from benchgate.kfp.tasks import confirm_task
+    """Interleaved A/B of the base commit and the candidate on this node, round by round, for the world
+    sizes the screen could not PASS; the A/B decision replaces the screen's. Publishes."""
+    from benchgate.kfp.tasks import ab_task
 
-    return confirm_task(
-        setup.path, compared.path, world_sizes, gpus, accelerator_type, results.path, verdict.path, figures
+    return ab_task(
+        setup.path,
+        compared.path,
+        world_sizes,
+        base_commit,
+        gpus,
+        accelerator_type,
+        results.path,
+        verdict.path,
+        figures,
     )
 
 
 @component
 def gate(results: Input[Artifact], summary: Output[Artifact]) -> None:
-    """Fail the run on a FAIL verdict (the verdict is already published)."""
+    """Fail the run on a FAIL (exit 1) or UNKNOWN (exit 4) verdict (the verdict is already published)."""
     from benchgate.kfp.tasks import gate_task
 
     gate_task(results.path, summary.path)
 
 
-ALL = (capture_env, bench, evaluate, trace, compare, confirm, gate)
+ALL = (capture_env, bench, evaluate, trace, compare, ab, gate)

@@ -33,7 +33,7 @@ from benchgate.kfp.tasks import ERROR_FILE
 from benchgate.launch import default_world_sizes, visible_gpus
 from benchgate.progress import MarkerRelay, Reporter, SilentReporter
 from benchgate.publish import TRACKING_FILE
-from benchgate.source import validate_branch, validate_commit, validate_repository
+from benchgate.source import resolve_local_ref, validate_branch, validate_commit, validate_repository
 
 PIPELINE_DIR = "pipeline"
 # Results of an earlier run in the same directory that this run would otherwise leave mixed in.
@@ -50,7 +50,7 @@ STALE = (
     "tracking.json",
     "published.json",
 )
-STALE_DIRS = ("confirm", "trace", PIPELINE_DIR)
+STALE_DIRS = ("ab", "trace", PIPELINE_DIR)
 
 
 @dataclass
@@ -124,11 +124,14 @@ def run_gate(
     commit: str = "",
     repository: str = "",
     branch: str = "",
+    base: str = "",
 ) -> GateOutcome:
     """Run the gate as the local pipeline; returns the comparison, with results gathered in config.out.
 
     Without `commit` the tasks benchmark the code importable here; with it (a full SHA of `repository`)
-    each task fetches that commit first, exactly as on a cluster.
+    each task fetches that commit first, exactly as on a cluster. `base` is any git ref of the local
+    repository: resolved once to a SHA, it is the A side of an A/B decision wherever the screen does
+    not PASS (the candidate is `commit`, or else the working tree).
     """
     from kfp import local
 
@@ -140,6 +143,10 @@ def run_gate(
         validate_repository(repository, "--repository")
     if branch:
         validate_branch(branch, "--branch")
+    base_commit = ""
+    if base:
+        base_commit, local_repository = resolve_local_ref(base, Path.cwd())
+        repository = repository or local_repository
     arguments = pipeline_arguments(config)
     timed = _TimedReporter(reporter or SilentReporter())
     out_dir = Path(config.out).resolve()
@@ -161,7 +168,9 @@ def run_gate(
         # running them in this environment is the point.
         warnings.filterwarnings("ignore", message=".*non-Python base image.*")
         warnings.filterwarnings("ignore", message=".*have no effect in the current local runner.*")
-        benchgate_pipeline(**arguments, commit=commit, repository=repository, branch=branch)
+        benchgate_pipeline(
+            **arguments, commit=commit, repository=repository, branch=branch, base_commit=base_commit
+        )
     timed.seconds["pipeline"] = time.perf_counter() - started
     run_dir = _run_directory(pipeline_root, log_path)
     _raise_task_error(run_dir)
@@ -202,11 +211,10 @@ def _raise_task_error(run_dir: Path) -> None:
 
 
 def _final_results(run_dir: Path, log_path: Path) -> tuple[Path, dict[str, Any]]:
-    """The results directory the gate judged (after confirmation, if any) and the gate's summary."""
+    """The results directory the gate judged (after A/B, if it ran) and the gate's summary."""
     summaries = list(run_dir.glob("gate*/summary"))
     if not summaries:
         raise RunFailedError(f"the local pipeline failed before its gate task; log: {log_path}")
-    confirmed = run_dir / "confirm" / "results"
-    results = confirmed if confirmed.is_dir() else run_dir / "compare" / "results"
+    decided = run_dir / "ab" / "results"
+    results = decided if decided.is_dir() else run_dir / "compare" / "results"
     return results, read_json(summaries[0])
-

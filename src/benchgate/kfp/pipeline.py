@@ -1,18 +1,21 @@
 """The `benchgate` pipeline: the gate as KFP tasks. `benchgate run` runs this same definition locally.
 
     capture-env ─► bench ws=1 ─► bench ws=N ─┬─► evaluate ─┐
-                                             └─► trace     ├─► compare ─┬─ nothing to confirm ─► gate
-                                                           │            └─ timing FAIL ─► confirm ─► gate
+                                             └─► trace     ├─► compare ─┬─ verdict final ───────────► gate
+                                                           │            └─ timing undecided ─► A/B ─► gate
 
 Why this shape:
 - The benches run one after the other, and eval and trace after them: tasks sharing a GPU node while
   one of them is timed would make the timing measure the neighbour.
 - capture-env asks for N GPUs on the GPU pool, so the machine profile it records (GPU model *and count*,
   driver, CUDA, NCCL) is that of the machine the ws=N bench runs on, not of some CPU node.
-- A timing FAIL is repeated once by `confirm` before it counts (gate.confirm_failures): one noisy run
-  on a shared node is not a regression. The task that reaches the final verdict (compare, or confirm)
-  publishes it: HTML report, baseline policy, and the MLflow parent and child runs. Both branches end
-  in `gate`, which fails the run on FAIL so the KFP UI shows it red after all of that is done.
+- compare screens the run against the stored baseline. Where the screen does not PASS a world size's
+  timing and the base code can be checked out (`base_commit`, by default the commit of the profile's
+  baseline run in MLflow), the `ab` task benchmarks base and candidate side by side, steps alternating,
+  on one node, and its decision replaces the screen's. The task that reaches the final verdict
+  (compare, or ab) publishes it: HTML report, baseline policy, and the MLflow parent and child runs.
+  Both branches end in `gate`, which fails the run on FAIL or UNKNOWN so the KFP UI shows it red after
+  all of that is done.
 - The baseline comes from MLflow (the newest run marked baseline for this machine profile), cached in
   the directory store on the PVC, which is also the fallback while MLflow is unreachable; the spool of
   runs not yet logged lives on the same PVC.
@@ -47,6 +50,7 @@ def benchgate_pipeline(
     commit: str = "",
     repository: str = "",
     branch: str = "",
+    base_commit: str = "",
     workload: str = DEFAULT_WORKLOAD,
     workload_args: dict = {},  # noqa: B006 - KFP reads parameter defaults as literals
     world_size_n: int = 8,
@@ -64,7 +68,8 @@ def benchgate_pipeline(
     config: dict = {},  # noqa: B006
 ) -> None:
     """commit: full SHA of `repository` to benchmark (empty: the code in the image). branch: the
-    commit's branch (baselines update on main). world_size_n: GPUs of the ws=N task. config: any other
+    commit's branch (baselines update on main). base_commit: full SHA of the base for A/B timing (empty:
+    the profile's baseline run's commit). world_size_n: GPUs of the ws=N task. config: any other
     benchgate setting, shaped like the TOML file; the named parameters win."""
 
     def on_gpus(task: dsl.PipelineTask, count: object) -> dsl.PipelineTask:
@@ -96,6 +101,7 @@ def benchgate_pipeline(
         repository=repository,
         commit=commit,
         branch=branch,
+        base_commit=base_commit,
         # The run's key in MLflow: resolved by KFP (and kfp.local) to this pipeline run's id.
         kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
         kfp_run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
@@ -122,24 +128,25 @@ def benchgate_pipeline(
             "compare",
         )
     )
-    with dsl.If(compared.outputs["confirm_world_sizes"] == "", name="verdict final"):
+    with dsl.If(compared.outputs["ab_world_sizes"] == "", name="verdict final"):
         common(c.gate(results=compared.outputs["results"]), "gate")
-    with dsl.Else(name="timing FAIL to confirm"):
-        confirmed = with_baselines(
+    with dsl.Else(name="timing undecided: A/B"):
+        decided = with_baselines(
             on_gpus(
                 common(
-                    c.confirm(
+                    c.ab(
                         setup=setup,
                         compared=compared.outputs["results"],
-                        world_sizes=compared.outputs["confirm_world_sizes"],
+                        world_sizes=compared.outputs["ab_world_sizes"],
+                        base_commit=compared.outputs["base_commit"],
                         # KFP 2.17 threads a pipeline parameter into a condition's sub-DAG only when a
                         # component input uses it; the accelerator settings below need these two.
                         gpus=world_size_n,
                         accelerator_type=accelerator_type,
                     ),
-                    "confirm",
+                    "A/B",
                 ),
                 world_size_n,
             )
         )
-        common(c.gate(results=confirmed.outputs["results"]), "gate (confirmed)")
+        common(c.gate(results=decided.outputs["results"]), "gate (A/B)")

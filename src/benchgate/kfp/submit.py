@@ -38,7 +38,7 @@ from benchgate.source import validate_branch, validate_commit, validate_reposito
 
 DEFAULT_EXPERIMENT = "benchgate"
 DEFAULT_SA_TOKEN_PATH = "/var/run/secrets/kubeflow/pipelines/token"
-GATE_TASKS = ("gate", "gate (confirmed)")
+GATE_TASKS = ("gate", "gate (A/B)")
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED")
 CONNECT_TIMEOUT_S = 10.0
 
@@ -191,7 +191,10 @@ def exit_code_for(state: str, tasks: list[tuple[str, str]]) -> tuple[int, str]:
         return EXIT_PASS, "the gate passed"
     failed = [name for name, task_state in tasks if task_state == "FAILED"]
     if state == "FAILED" and any(name in GATE_TASKS for name in failed):
-        return EXIT_REGRESSION, "the gate found a regression (verdict FAIL); see the compare task's verdict"
+        return EXIT_REGRESSION, (
+            "the gate task failed: verdict FAIL (or UNKNOWN: the timing was not resolved within the A/B "
+            "budget); see the verdict of the compare or A/B task"
+        )
     where = f" (failed: {', '.join(failed)})" if failed else ""
     return EXIT_RUN_FAILED, f"the run ended {state}{where}"
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from benchgate.config import RunConfig, parse_config
-from benchgate.errors import EXIT_REGRESSION, BenchgateError
+from benchgate.errors import EXIT_REGRESSION, EXIT_UNKNOWN, BenchgateError, ConfigError
 from benchgate.files import read_json, write_json
 from benchgate.progress import MarkerReporter
 
@@ -101,6 +101,7 @@ def env_task(
     repository: str,
     commit: str,
     branch: str,
+    base_commit: str,
     kfp_run_id: str,
     kfp_run_name: str,
     setup_dir: str,
@@ -108,7 +109,7 @@ def env_task(
     """Validate the run's parameters into config.json and capture env.json (with the code under test).
 
     Everything that can fail fast fails here, before any GPU is busy for minutes: the parameters, the
-    commit, the workload's import and factory, and each world size against this machine's devices.
+    commits, the workload's import and factory, and each world size against this machine's devices.
     """
     from benchgate.kfp.params import config_from_parameters
     from benchgate.launch import check_world_size
@@ -122,12 +123,24 @@ def env_task(
         out = Path(setup_dir)
         out.mkdir(parents=True, exist_ok=True)
         source: dict[str, str] = {}
+        if repository:
+            source["repository"] = validate_repository(repository)
         if commit:
-            source = {"repository": validate_repository(repository), "commit": validate_commit(commit)}
+            source["commit"] = validate_commit(commit)
+            if not repository:
+                raise ConfigError(
+                    f"repository: got '' (commit {commit!r} needs the repository it belongs to)"
+                )
+        base: dict[str, str] = {}
+        if base_commit:
+            if not repository:
+                raise ConfigError(f"repository: got '' (base_commit {base_commit!r} needs its repository)")
+            base = {"repository": source["repository"], "commit": validate_commit(base_commit, "base_commit")}
         workspace = out.parent / "workspace"
         root = use_source(source.get("repository", ""), source.get("commit", ""), workspace)
         env = stage_env(out, cwd=root, branch=validate_branch(branch) if branch else None)
         env["source"] = source
+        env["base"] = base
         write_json(out / "env.json", env)
         write_json(out / "config.json", config.model_dump(mode="json"))
         write_json(out / RUN_FILE, run_record(kfp_run_id, kfp_run_name))
@@ -210,62 +223,103 @@ def compare_task(
     results_dir: str,
     verdict_markdown: str,
     figures: MetricsSink,
-) -> tuple[str, str]:
-    """Assemble the run's bundle, compare it with the baseline; returns (verdict, world sizes to confirm).
+) -> tuple[str, str, str]:
+    """Assemble the run's bundle and screen it against the baseline.
 
-    The baseline is MLflow's newest for this profile (cached in the directory store, which is also the
-    fallback). A verdict that needs no confirmation is final, so this task also publishes it (report,
-    baseline policy, MLflow): the common path imports MLflow in one process only.
+    Returns (verdict, world sizes for A/B, base commit). The baseline is MLflow's newest for this profile
+    (cached in the directory store, which is also the fallback). Where the screen did not PASS a world
+    size's timing and the base code can be checked out (`base_commit`, else the baseline's commit), an
+    A/B task decides it; otherwise the verdict is final and this task publishes it (report, baseline
+    policy, MLflow), so the common path imports MLflow in one process only.
     """
     from benchgate.publish import publish_run, refresh_baseline
-    from benchgate.stages import stage_compare, worlds_to_confirm
+    from benchgate.stages import stage_compare, worlds_for_ab
 
     with reporting_errors("compare", results_dir):
         out = Path(results_dir)
         out.mkdir(parents=True, exist_ok=True)
         for directory in (setup_dir, *input_dirs):
             _copy_results(Path(directory), out)
-        config, _ = _load_setup(setup_dir)
+        config, env = _load_setup(setup_dir)
         with stage("compare"):
             refresh_baseline(config, out)
             comparison, _, baseline = stage_compare(config, out)
-        confirm = worlds_to_confirm(config, comparison, baseline)
+        base_commit = _base_commit(env, baseline)
+        worlds = worlds_for_ab(comparison, baseline, bool(base_commit))
         publish_verdict(out, verdict_markdown, figures)
-        if not confirm:
+        if not worlds:
             with stage("publish"):
-                publish_run(config, out, comparison.verdict)
-        return comparison.verdict, ",".join(str(ws) for ws in confirm)
+                publish_run(config, out)
+        return comparison.verdict, ",".join(str(ws) for ws in worlds), base_commit
 
 
-def confirm_task(
+def _base_commit(env: dict[str, Any], baseline: Any) -> str:
+    """The base code for A/B: the base_commit parameter, else the baseline run's commit when it is in the
+    run's repository and is not the candidate itself; "" when there is none to check out."""
+    explicit = (env.get("base") or {}).get("commit", "")
+    if explicit:
+        return str(explicit)
+    source = env.get("source") or {}
+    recorded = (baseline.env.get("git", {}) if baseline is not None else {}).get("commit") or ""
+    if source.get("repository") and recorded and recorded != source.get("commit"):
+        return str(recorded)
+    return ""
+
+
+def ab_task(
     setup_dir: str,
     compared_dir: str,
     world_sizes: str,
+    base_commit: str,
     gpus: int,
     accelerator_type: str,
     results_dir: str,
     verdict_markdown: str,
     figures: MetricsSink,
 ) -> str:
-    """Re-run the world sizes whose timing FAILed; a FAIL stands only where it repeats.
+    """Decide `world_sizes` by interleaved A/B of the base commit and the candidate, then publish.
 
+    Both sides run in this one task, on one node: their steps alternate, so the node's drift hits both.
     `gpus` and `accelerator_type` are what the task asked the cluster for (its pod spec).
     """
+    from benchgate.ab_runner import Side
     from benchgate.publish import publish_run
-    from benchgate.stages import stage_confirm
+    from benchgate.source import checkout, import_paths, validate_commit
+    from benchgate.stages import stage_ab
 
-    with reporting_errors("confirm", results_dir):
+    with reporting_errors("A/B", results_dir):
         out = Path(results_dir)
         shutil.copytree(compared_dir, out, dirs_exist_ok=True)
         config, env = _load_setup(setup_dir)
-        _use_source(env, out.parent / "workspace")
+        source = env.get("source") or {}
+        repository = (env.get("base") or {}).get("repository") or source.get("repository", "")
+        commit = validate_commit(base_commit, "base_commit")
+        base_root = checkout(repository, commit, out.parent / "workspace-base")
+        base = Side(f"base {commit[:12]}", commit, tuple(import_paths(base_root)))
+        if source.get("commit"):
+            root = checkout(repository, source["commit"], out.parent / "workspace-candidate")
+            sha = source["commit"]
+            candidate = Side(f"candidate {sha[:12]}", sha, tuple(import_paths(root)))
+        else:
+            candidate = Side("candidate (the working tree)")
         worlds = [int(ws) for ws in world_sizes.split(",") if ws]
-        print(f"benchgate confirm: re-running ws={world_sizes} with up to {gpus} x {accelerator_type}")
-        with stage(f"confirm: re-run ws={world_sizes}", config.bench.steps) as reporter:
-            comparison = stage_confirm(config, out, worlds, reporter.stage_progress)
+        print(
+            f"benchgate A/B: {base.description} vs {candidate.description} at ws={world_sizes}, "
+            f"with up to {gpus} x {accelerator_type}"
+        )
+        for ws in worlds:
+            with stage(f"A/B ws={ws} (rounds)", config.gate.ab.max_rounds) as reporter:
+                comparison = stage_ab(
+                    config,
+                    out,
+                    [ws],
+                    base,
+                    candidate,
+                    lambda i, _d: reporter.stage_progress(i, config.gate.ab.max_rounds),
+                )
         publish_verdict(out, verdict_markdown, figures)
         with stage("publish"):
-            publish_run(config, out, comparison.verdict)
+            publish_run(config, out)
         return comparison.verdict
 
 
@@ -307,6 +361,8 @@ def gate_task(results_dir: str, summary_path: str) -> None:
         if published.get("spooled"):
             print(f"benchgate gate: not in MLflow yet, spooled in {published['spooled']}", flush=True)
         print(f"benchgate gate: verdict {compared['verdict']}", flush=True)
+        # Not an error: the gate did its job. A non-zero exit turns the run red in the KFP UI.
         if compared["verdict"] == "FAIL":
-            # Not an error: the gate did its job. A non-zero exit turns the run red in the KFP UI.
             raise SystemExit(EXIT_REGRESSION)
+        if compared["verdict"] == "UNKNOWN":
+            raise SystemExit(EXIT_UNKNOWN)

@@ -1,0 +1,134 @@
+"""Taking turns: two worker groups (A, the base code, and B, the candidate) alternate step by step.
+
+On a shared host the machine's speed drifts over seconds (a neighbour's job, frequency, cache
+pressure). Benchmarking A and then B lets that drift land on one side only; alternating single steps
+lets it land on both alike, so the paired difference of neighbouring steps is the code's alone.
+
+    worker rank (A or B)                     coordinator (the A/B runner)
+    connect, "HELLO <side> <rank>"  ──────►  waits until every rank of both sides said hello
+                                    ◄──────  "GO" to every rank of one side (the order of A and B is
+    one training step, timed                  drawn at random for every pair of steps)
+    "DONE"                          ──────►  waits for every rank of that side, then the other side
+
+The idle side blocks in a socket read, so it uses no CPU while the other side's step is timed. Plain
+TCP on 127.0.0.1: both groups run on the same machine by design.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from benchgate.errors import RunFailedError
+
+SIDES = ("A", "B")
+
+
+class TurnClient:
+    """A worker rank's end: wait for GO before each measured step, report DONE after it."""
+
+    def __init__(self, address: str, side: str, rank: int, timeout_s: float) -> None:
+        host, _, port = address.rpartition(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+        # A wait covers the other side's step, which the collective timeout also bounds.
+        self.sock.settimeout(timeout_s)
+        self.stream = self.sock.makefile("rwb", buffering=0)
+        self._send(f"HELLO {side} {rank}")
+
+    def _send(self, message: str) -> None:
+        self.stream.write(f"{message}\n".encode())
+
+    def wait(self) -> None:
+        line = self.stream.readline()
+        if line != b"GO\n":
+            raise RunFailedError(f"turn coordinator: expected GO, got {line!r} (it stopped or timed out)")
+
+    def done(self) -> None:
+        self._send("DONE")
+
+    def close(self) -> None:
+        self.stream.close()
+        self.sock.close()
+
+
+@dataclass
+class TurnCoordinator:
+    """The runner's end: lets A and B take turns for `steps` pairs of steps, in random order per pair."""
+
+    ranks_per_side: int
+    timeout_s: float
+    seed: int = 0
+    orders: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.server.settimeout(0.5)
+        self.conns: dict[str, list[socket.socket]] = {side: [] for side in SIDES}
+
+    @property
+    def address(self) -> str:
+        host, port = self.server.getsockname()[:2]
+        return f"{host}:{port}"
+
+    def _accept_all(self, alive: Callable[[], bool]) -> None:
+        # The workers connect after their warmup; a side that died before that never will.
+        deadline = time.monotonic() + self.timeout_s + 600
+        expected = 2 * self.ranks_per_side
+        while sum(len(c) for c in self.conns.values()) < expected:
+            if not alive():
+                raise RunFailedError("a worker group exited before taking turns")
+            if time.monotonic() > deadline:
+                raise RunFailedError("the worker groups did not connect to the turn coordinator")
+            try:
+                conn, _ = self.server.accept()
+            except TimeoutError:
+                continue
+            conn.settimeout(self.timeout_s)
+            hello = conn.makefile("rb").readline().split()
+            if len(hello) != 3 or hello[0] != b"HELLO" or hello[1].decode() not in SIDES:
+                conn.close()
+                raise RunFailedError(f"turn coordinator: unexpected greeting {hello!r}")
+            self.conns[hello[1].decode()].append(conn)
+
+    def _turn(self, side: str) -> None:
+        for conn in self.conns[side]:
+            conn.sendall(b"GO\n")
+        for conn in self.conns[side]:
+            reply = _read_line(conn)
+            if reply != b"DONE\n":
+                raise RunFailedError(f"side {side} stopped during its turn (got {reply!r})")
+
+    def run(self, steps: int, alive: Callable[[], bool]) -> list[str]:
+        """Coordinate `steps` pairs of turns; returns the order of each pair ("AB" or "BA")."""
+        rng = random.Random(self.seed)
+        try:
+            self._accept_all(alive)
+            for _ in range(steps):
+                order = "AB" if rng.random() < 0.5 else "BA"
+                for side in order:
+                    self._turn(side)
+                self.orders.append(order)
+        except OSError as e:
+            raise RunFailedError(f"turn coordinator: a worker group went away ({e})") from None
+        finally:
+            self.close()
+        return self.orders
+
+    def close(self) -> None:
+        for conns in self.conns.values():
+            for conn in conns:
+                conn.close()
+        self.server.close()
+
+
+def _read_line(conn: socket.socket) -> bytes:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(1)
+        if not chunk:
+            break
+        data += chunk
+    return data

@@ -1,0 +1,195 @@
+"""The timing gate end to end, as a user runs it: two real commits of a git repository, `benchgate run
+--base REF` through the local pipeline, real torchrun worker groups taking turns, real compute."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchgate.files import read_json
+
+# A stack of equal layers: adding layers adds real compute to every step (no sleeps).
+WORKLOAD = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from benchgate.workloads.base import FlopsPerToken
+
+LAYERS = {layers}
+
+
+class Stack:
+    name = "stack"
+    tokens_per_step = 32
+
+    def build_model(self, device):
+        layers = [nn.Sequential(nn.Linear(256, 256), nn.GELU()) for _ in range(LAYERS)]
+        return nn.Sequential(*layers).to(device)
+
+    def make_optimizer(self, model):
+        return torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def make_batch(self, generator, device):
+        return torch.randn(32, 256, generator=generator).to(device)
+
+    def forward(self, model, batch):
+        return model(batch)
+
+    def loss(self, output, batch):
+        return F.mse_loss(output, batch)
+
+    def flops_per_token(self):
+        return FlopsPerToken(dense_6n=6 * LAYERS * 256 * 256, attention_aware=6 * LAYERS * 256 * 256)
+
+
+def make_workload():
+    {body}
+"""
+FAST = ["--steps", "20", "--warmup", "3", "--no-eval", "--no-trace", "--world-sizes", "1"]
+# Small A/B rounds so that a decision takes a few rounds of a few seconds each.
+AB_CONFIG = "[gate.ab]\nsteps = 12\nwarmup = 2\nmin_rounds = 3\nmax_rounds = 5\n"
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def commit(repo: Path, message: str, layers: int = 12, body: str = "return Stack()") -> str:
+    (repo / "stackwork.py").write_text(WORKLOAD.format(layers=layers, body=body), encoding="utf-8")
+    (repo / "NOTES.txt").write_text(message, encoding="utf-8")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "ci@example.com")
+    git(repo, "config", "user.name", "CI")
+    (repo / ".gitignore").write_text("out*/\nbaselines/\n.benchgate/\nbench.toml\n")
+    (repo / "bench.toml").write_text(AB_CONFIG)
+    return repo
+
+
+def run(repo: Path, out: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchgate",
+            "run",
+            "--config",
+            "bench.toml",
+            "--workload",
+            "stackwork:make_workload",
+            *FAST,
+            "--out",
+            out,
+            "--baseline-dir",
+            "baselines",
+            "--no-tracking",
+            *args,
+        ],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def timing_row(repo: Path, out: str) -> dict[str, object]:
+    checks = read_json(repo / out / "compare.json")["checks"]
+    return next(c for c in checks if c["name"] == "tokens/s (ws=1)")
+
+
+@pytest.mark.slow
+def test_ab_same_code_never_fails_and_a_slower_commit_fails(repo: Path) -> None:
+    base = commit(repo, "base")
+    first = run(repo, "out-base", "--update-baseline")
+    assert first.returncode == 0, first.stdout + first.stderr
+
+    # Identical code in a new commit: one baseline run, so the screen cannot know the noise and
+    # hands the decision to A/B against the base commit.
+    commit(repo, "docs only")
+    same = run(repo, "out-same", "--base", "HEAD~1", "--no-update-baseline")
+    assert same.returncode in (0, 4), same.stdout + same.stderr
+    row = timing_row(repo, "out-same")
+    assert row["decided_by"] == "ab" and row["status"] in ("PASS", "UNKNOWN")
+    assert f"A/B vs base {base[:12]}" in str(row["note"])
+    ab = read_json(repo / "out-same" / "ab" / "ws1" / "ab.json")
+    assert ab["base"]["commit"] == base and 3 <= len(ab["rounds"]) <= 5
+    assert (repo / "out-same" / "ab" / "ws1" / "round1" / "A" / "metrics-ws1.json").is_file()
+
+    # Every step clearly slower: 24 layers instead of 12.
+    commit(repo, "twice the layers", layers=24)
+    slow = run(repo, "out-slow", "--base", base, "--no-update-baseline")
+    assert slow.returncode == 1, slow.stdout + slow.stderr
+    assert "verdict: FAIL" in slow.stdout
+    row = timing_row(repo, "out-slow")
+    assert row["decided_by"] == "ab" and row["status"] == "FAIL"
+    assert float(str(row["change"])) < -20
+    assert "rule: A/B, rounds of alternating steps" in slow.stdout
+
+
+@pytest.mark.slow
+def test_screen_with_three_history_runs_does_not_pass_a_clearly_slower_commit(repo: Path) -> None:
+    commit(repo, "base")
+    for i in range(3):
+        promoted = run(repo, f"out-base{i}", "--update-baseline")
+        # Until 3 runs exist the screen cannot know the noise: UNKNOWN (exit 4), promoted on request.
+        assert promoted.returncode in (0, 4), promoted.stdout + promoted.stderr
+        assert "baseline written" in promoted.stdout
+    commit(repo, "twice the layers", layers=24)
+    slow = run(repo, "out-slow", "--no-update-baseline")
+    row = timing_row(repo, "out-slow")
+    assert row["decided_by"] == "screen"
+    assert row["status"] in ("FAIL", "UNKNOWN"), row
+    assert slow.returncode in (1, 4), slow.stdout + slow.stderr
+    assert "over 3 earlier runs" in str(row["note"])
+
+
+@pytest.mark.slow
+def test_ab_base_whose_workload_does_not_import_is_bad_input(repo: Path) -> None:
+    broken = commit(repo, "broken", body="raise ValueError('the factory is broken')")
+    commit(repo, "fixed")
+    assert run(repo, "out-base", "--update-baseline").returncode == 0
+    result = run(repo, "out-ab", "--base", broken, "--no-update-baseline")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"base {broken[:12]}" in result.stderr
+    assert "the factory is broken" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "config", "expected"),
+    [
+        pytest.param(
+            ["--base", "no-such-ref"],
+            AB_CONFIG,
+            "--base: got 'no-such-ref', which names no commit",
+            id="bad-ref",
+        ),
+        pytest.param([], "[gate.ab]\nmax_rounds = 0\n", "gate.ab.max_rounds: got 0", id="no-rounds"),
+        pytest.param([], "[gate.ab]\nmax_seconds = 0\n", "gate.ab.max_seconds: got 0", id="no-time"),
+        pytest.param(
+            [], "[gate.ab]\nmin_rounds = 5\nmax_rounds = 4\n", "gate.ab.max_rounds: got 4", id="max-below-min"
+        ),
+    ],
+)
+def test_ab_bad_input_exits_2_naming_the_field(
+    repo: Path, args: list[str], config: str, expected: str
+) -> None:
+    commit(repo, "base")
+    (repo / "bench.toml").write_text(config)
+    result = run(repo, "out", *args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert expected in result.stderr
+    assert not (repo / "out" / "pipeline").exists()

@@ -1,0 +1,117 @@
+"""The timing decisions: the paired sequential A/B rule and the stored-baseline screen, as tables."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from benchgate.verdict.ab import decide, look_level, round_change
+from benchgate.verdict.screen import MIN_HISTORY, screen
+
+TOL, CONF, MIN_ROUNDS, MAX_ROUNDS = 5.0, 0.95, 3, 12
+
+
+def rounds(change_pct: float, sd_pct: float, n: int, seed: int = 0) -> list[float]:
+    """n round figures (log throughput ratios) around a true change, with a given round-to-round sd."""
+    rng = random.Random(seed)
+    return [math.log1p(change_pct / 100) + rng.gauss(0, sd_pct / 100) for _ in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("changes", "status"),
+    [
+        pytest.param(rounds(-20, 1, 3), "FAIL", id="20pct-slower-decided-at-the-first-look"),
+        pytest.param(rounds(0, 0.5, 3), "PASS", id="same-code-quiet-passes"),
+        pytest.param(rounds(-2, 0.5, 4), "PASS", id="2pct-within-tolerance"),
+        pytest.param(rounds(+8, 1, 3), "PASS", id="faster-passes"),
+        pytest.param(rounds(-5, 1, 4), "CONTINUE", id="at-the-tolerance-needs-more-rounds"),
+        pytest.param(rounds(-5, 1, MAX_ROUNDS), "UNKNOWN", id="at-the-tolerance-unknown-at-budget"),
+        pytest.param(rounds(0, 5, 2), "CONTINUE", id="too-few-rounds-to-look"),
+    ],
+)
+def test_ab_decision_table(changes: list[float], status: str) -> None:
+    assert decide(changes, TOL, CONF, MIN_ROUNDS, MAX_ROUNDS).status == status
+
+
+def test_ab_recorded_rounds_of_a_real_slowdown_fail() -> None:
+    # Round figures of a real A/B run on this project's CI-class host: 10 of 100 layers added.
+    recorded = [-0.12708, -0.11339, -0.10512, -0.12054]
+    decision = decide(recorded, TOL, CONF, MIN_ROUNDS, MAX_ROUNDS)
+    assert decision.status == "FAIL"
+    assert decision.change_pct == pytest.approx(100 * math.expm1(sum(recorded) / 4))
+    assert decision.ci_high_pct is not None and decision.ci_high_pct < -TOL
+
+
+def test_ab_budget_of_time_ends_in_unknown_not_a_guess() -> None:
+    decision = decide(rounds(-5, 1, 4), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS, out_of_time=True)
+    assert decision.status == "UNKNOWN"
+    assert "time budget" in decision.reason
+    assert decide(rounds(-5, 1, 1), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS, out_of_time=True).status == "UNKNOWN"
+
+
+def test_ab_reports_the_interval_and_minimum_detectable_effect() -> None:
+    decision = decide(rounds(0, 1, 6), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS)
+    assert decision.ci_level == pytest.approx(look_level(CONF, MIN_ROUNDS, MAX_ROUNDS))
+    assert decision.ci_low_pct is not None and decision.ci_high_pct is not None
+    assert decision.ci_low_pct < decision.change_pct < decision.ci_high_pct  # type: ignore[operator]
+    # Beyond the tolerance by the interval's half-width and the 80%-power margin.
+    assert decision.mde_pct is not None and decision.mde_pct > TOL
+    assert decision.round_sd_pct == pytest.approx(1.0, abs=0.6)
+    noisier = decide(rounds(0, 3, 6), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS)
+    assert noisier.mde_pct is not None and noisier.mde_pct > decision.mde_pct
+
+
+def test_ab_look_level_splits_alpha_over_the_looks() -> None:
+    assert look_level(0.95, 3, 12) == pytest.approx(1 - 0.05 / 10)
+    assert look_level(0.95, 3, 3) == pytest.approx(0.95)
+
+
+def test_round_change_is_the_median_paired_log_ratio() -> None:
+    base = [0.100, 0.101, 0.300, 0.100]  # one stalled base step does not move the median
+    cand = [0.110, 0.111, 0.110, 0.110]
+    assert round_change(base, cand) == pytest.approx(math.log(0.1005 / 0.11), abs=0.01)
+    with pytest.raises(ValueError, match="as many base as candidate steps"):
+        round_change([0.1], [0.1, 0.2])
+
+
+def samples(step_s: float, n: int = 40, reference_s: float | None = None) -> dict[str, list[float]]:
+    steps = [step_s * (1 + 0.001 * ((i * 7) % 5 - 2)) for i in range(n)]
+    out = {"step_time_s": steps}
+    if reference_s is not None:
+        out["reference_s"] = [reference_s] * n
+    return out
+
+
+def history(*step_s: float) -> list[dict[str, float]]:
+    return [{"step_time_s": s} for s in step_s]
+
+
+@pytest.mark.parametrize(
+    ("current_s", "past", "status"),
+    [
+        pytest.param(0.10, history(0.099, 0.1, 0.101), "PASS", id="same-quiet-history"),
+        pytest.param(0.125, history(0.099, 0.1, 0.101), "FAIL", id="20pct-slower-quiet-history"),
+        pytest.param(0.105, history(0.099, 0.1, 0.101), "UNKNOWN", id="5pct-at-the-edge"),
+        pytest.param(0.14, history(0.096, 0.1, 0.104), "FAIL", id="40pct-not-excused-by-4pct-noise"),
+        pytest.param(0.14, history(0.08, 0.1, 0.12), "UNKNOWN", id="40pct-20pct-noise-unknown-never-pass"),
+        pytest.param(0.11, history(0.08, 0.1, 0.12), "UNKNOWN", id="10pct-noisy-history-unknown-not-pass"),
+        pytest.param(0.10, history(0.1, 0.1)[: MIN_HISTORY - 1], "UNKNOWN", id="noise-unknown"),
+    ],
+)
+def test_screen_decision_table(current_s: float, past: list[dict[str, float]], status: str) -> None:
+    assert screen(samples(0.1), samples(current_s), past, TOL, CONF).status == status
+
+
+def test_screen_uses_drift_corrected_figures_when_both_runs_timed_the_reference() -> None:
+    past = [
+        {"step_time_s": s, "step_time_per_reference": 10.0 + d}
+        for s, d in ((0.08, 0.1), (0.1, 0), (0.12, -0.1))
+    ]
+    # The host slowed by 20% and the steps with it: the code did not change.
+    result = screen(samples(0.1, reference_s=0.01), samples(0.12, reference_s=0.012), past, TOL, CONF)
+    assert result.figure == "drift-corrected p50"
+    assert result.status == "PASS"
+    assert result.host_change_pct == pytest.approx(20.0)
+    assert result.noise_pct == pytest.approx(100 * 0.01, rel=0.05)

@@ -137,7 +137,7 @@ class ABConfig(_Model):
     steps: int = Field(30, ge=2, description="Measured steps per side in one round (A and B alternate).")
     warmup: int = Field(5, ge=0, description="Steps each side runs before a round is measured.")
     min_rounds: int = Field(
-        3,
+        4,
         ge=2,
         description="Rounds before the first decision: fewer give no estimate of round-to-round noise.",
     )

@@ -144,8 +144,18 @@ def test_cli_compare_reports_a_truncated_baseline_file(tmp_path: Path) -> None:
     assert "metrics-ws1.json: not valid JSON" in result.stderr
 
 
-def test_cli_compare_of_identical_runs_passes(tmp_path: Path) -> None:
+def test_cli_compare_of_identical_runs_without_noise_history_is_unknown_exit_4(tmp_path: Path) -> None:
     base = _fake_run(tmp_path / "base", "cpu-X-x2_torch2.13.0")
+    result = benchgate("compare", str(base), "--baseline", str(base), cwd=tmp_path)
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "verdict: UNKNOWN (exit 4)" in result.stdout
+    assert "run-to-run noise unknown (0 of 3 earlier baseline runs)" in result.stdout
+
+
+def test_cli_compare_of_identical_runs_with_quiet_history_passes(tmp_path: Path) -> None:
+    base = _fake_run(tmp_path / "base", "cpu-X-x2_torch2.13.0")
+    runs = [{"p50": {"1": {"step_time_s": s}}} for s in (0.0995, 0.1, 0.1005)]
+    (base / "history.json").write_text(json.dumps({"runs": runs}))
     result = benchgate("compare", str(base), "--baseline", str(base), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "verdict: PASS" in result.stdout

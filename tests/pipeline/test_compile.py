@@ -58,7 +58,7 @@ def _executor(spec: dict[str, Any], task: dict[str, Any]) -> str:
     return str(spec["components"][task["componentRef"]["name"]]["executorLabel"])
 
 
-@pytest.mark.parametrize("display_name", ["bench ws=N", "confirm"])
+@pytest.mark.parametrize("display_name", ["bench ws=N", "A/B"])
 def test_the_ws_n_tasks_carry_gpu_limit_selector_and_tolerations_from_parameters(
     pipeline: tuple[dict[str, Any], dict[str, Any]], display_name: str
 ) -> None:
@@ -116,14 +116,14 @@ def test_no_task_is_cached_and_every_image_is_this_version(
 def test_the_tasks_that_publish_a_verdict_mount_the_baseline_store_and_spool(
     pipeline: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
-    # compare and confirm read the baseline cache and write the baseline and the MLflow spool.
+    # compare and A/B read the baseline cache and write the baseline and the MLflow spool.
     spec, platform = pipeline
-    for name in ("compare", "confirm"):
+    for name in ("compare", "A/B"):
         task, _ = _task_by_display_name(spec, name)
         k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"][_executor(spec, task)]
         assert k8s["pvcMount"][0]["mountPath"] == "/mnt/benchgate"
         assert k8s["pvcMount"][0]["pvcNameParameter"]["componentInputParameter"].endswith("baseline_pvc")
-    for name in ("gate", "gate (confirmed)"):
+    for name in ("gate", "gate (A/B)"):
         _task_by_display_name(spec, name)  # both branches end in a gate task
 
 

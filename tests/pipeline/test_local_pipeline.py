@@ -46,7 +46,8 @@ def test_local_pipeline_verdict_equals_the_stages_called_directly(tmp_path: Path
         run_bench(config, ws, direct)
     direct_comparison, _, _ = stage_compare(config, direct)
 
-    assert outcome.comparison.verdict == direct_comparison.verdict == "PASS"
+    # One baseline run: the screen cannot know the run-to-run noise yet, and says so on both paths.
+    assert outcome.comparison.verdict == direct_comparison.verdict == "UNKNOWN"
     assert _statuses(outcome.comparison) == _statuses(direct_comparison)
     assert {name for name, status in _statuses(outcome.comparison)} >= {"tokens/s (ws=2)"}
     assert {p.name for p in outcome.pipeline_dir.iterdir()} == TASKS
@@ -56,7 +57,7 @@ def test_local_pipeline_verdict_equals_the_stages_called_directly(tmp_path: Path
         == read_json(tmp_path / "pipeline" / "metrics-ws2.json")["tokens_per_s"]["p50"]
     )
     verdict = outcome.pipeline_dir / "compare" / "verdict"
-    assert "| tokens/s (ws=2) |" in verdict.read_text(encoding="utf-8")
+    assert "| tokens/s (ws=2) [" in verdict.read_text(encoding="utf-8")
 
 
 @pytest.mark.slow

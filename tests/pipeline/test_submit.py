@@ -198,7 +198,7 @@ def test_run_name_is_stable_and_depends_on_every_argument() -> None:
     ("state", "tasks", "code"),
     [
         pytest.param("SUCCEEDED", [("gate", "SUCCEEDED")], 0, id="pass"),
-        pytest.param("FAILED", [("compare", "SUCCEEDED"), ("gate (confirmed)", "FAILED")], 1, id="confirmed"),
+        pytest.param("FAILED", [("compare", "SUCCEEDED"), ("gate (A/B)", "FAILED")], 1, id="after-ab"),
         pytest.param("FAILED", [("bench ws=1", "FAILED"), ("gate", "SKIPPED")], 3, id="crash"),
         pytest.param("CANCELED", [], 3, id="canceled"),
     ],

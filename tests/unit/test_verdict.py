@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from benchgate.verdict.ab import decide, look_level, round_change
+from benchgate.verdict.ab import decide, look_level, look_rounds, round_change
 from benchgate.verdict.screen import MIN_HISTORY, screen
 
-TOL, CONF, MIN_ROUNDS, MAX_ROUNDS = 5.0, 0.95, 3, 12
+TOL, CONF, MIN_ROUNDS, MAX_ROUNDS = 5.0, 0.95, 4, 12
 
 
 def rounds(change_pct: float, sd_pct: float, n: int, seed: int = 0) -> list[float]:
@@ -22,13 +22,14 @@ def rounds(change_pct: float, sd_pct: float, n: int, seed: int = 0) -> list[floa
 @pytest.mark.parametrize(
     ("changes", "status"),
     [
-        pytest.param(rounds(-20, 1, 3), "FAIL", id="20pct-slower-decided-at-the-first-look"),
-        pytest.param(rounds(0, 0.5, 3), "PASS", id="same-code-quiet-passes"),
+        pytest.param(rounds(-20, 1, 4), "FAIL", id="20pct-slower-decided-at-the-first-look"),
+        pytest.param(rounds(0, 0.5, 4), "PASS", id="same-code-quiet-passes"),
         pytest.param(rounds(-2, 0.5, 4), "PASS", id="2pct-within-tolerance"),
-        pytest.param(rounds(+8, 1, 3), "PASS", id="faster-passes"),
+        pytest.param(rounds(+8, 1, 4), "PASS", id="faster-passes"),
         pytest.param(rounds(-5, 1, 4), "CONTINUE", id="at-the-tolerance-needs-more-rounds"),
+        pytest.param(rounds(-20, 1, 5), "CONTINUE", id="no-look-at-round-5"),
         pytest.param(rounds(-5, 1, MAX_ROUNDS), "UNKNOWN", id="at-the-tolerance-unknown-at-budget"),
-        pytest.param(rounds(0, 5, 2), "CONTINUE", id="too-few-rounds-to-look"),
+        pytest.param(rounds(0, 5, 3), "CONTINUE", id="too-few-rounds-to-look"),
     ],
 )
 def test_ab_decision_table(changes: list[float], status: str) -> None:
@@ -45,27 +46,32 @@ def test_ab_recorded_rounds_of_a_real_slowdown_fail() -> None:
 
 
 def test_ab_budget_of_time_ends_in_unknown_not_a_guess() -> None:
-    decision = decide(rounds(-5, 1, 4), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS, out_of_time=True)
+    decision = decide(rounds(-5, 1, 5), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS, out_of_time=True)
     assert decision.status == "UNKNOWN"
     assert "time budget" in decision.reason
+    # Out of time between looks, the last round is looked at: a clear answer is not thrown away.
+    assert decide(rounds(-20, 1, 5), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS, out_of_time=True).status == "FAIL"
     assert decide(rounds(-5, 1, 1), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS, out_of_time=True).status == "UNKNOWN"
 
 
 def test_ab_reports_the_interval_and_minimum_detectable_effect() -> None:
     decision = decide(rounds(0, 1, 6), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS)
-    assert decision.ci_level == pytest.approx(look_level(CONF, MIN_ROUNDS, MAX_ROUNDS))
+    assert decision.ci_level == pytest.approx(2 * look_level(CONF, MIN_ROUNDS, MAX_ROUNDS) - 1)
     assert decision.ci_low_pct is not None and decision.ci_high_pct is not None
     assert decision.ci_low_pct < decision.change_pct < decision.ci_high_pct  # type: ignore[operator]
     # Beyond the tolerance by the interval's half-width and the 80%-power margin.
     assert decision.mde_pct is not None and decision.mde_pct > TOL
     assert decision.round_sd_pct == pytest.approx(1.0, abs=0.6)
-    noisier = decide(rounds(0, 3, 6), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS)
+    noisier = decide(rounds(0, 3, 6, seed=1), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS)
     assert noisier.mde_pct is not None and noisier.mde_pct > decision.mde_pct
 
 
-def test_ab_look_level_splits_alpha_over_the_looks() -> None:
-    assert look_level(0.95, 3, 12) == pytest.approx(1 - 0.05 / 10)
-    assert look_level(0.95, 3, 3) == pytest.approx(0.95)
+def test_ab_looks_are_sparse_and_alpha_is_split_over_them() -> None:
+    assert look_rounds(4, 12) == [4, 6, 9, 12]
+    assert look_rounds(3, 5) == [3, 5]
+    assert look_rounds(4, 4) == [4]
+    assert look_level(0.95, 4, 12) == pytest.approx(1 - 0.05 / 4)
+    assert look_level(0.95, 4, 4) == pytest.approx(0.95)
 
 
 def test_round_change_is_the_median_paired_log_ratio() -> None:

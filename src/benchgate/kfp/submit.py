@@ -192,8 +192,8 @@ def exit_code_for(state: str, tasks: list[tuple[str, str]]) -> tuple[int, str]:
     failed = [name for name, task_state in tasks if task_state == "FAILED"]
     if state == "FAILED" and any(name in GATE_TASKS for name in failed):
         return EXIT_REGRESSION, (
-            "the gate task failed: verdict FAIL (or UNKNOWN: the timing was not resolved within the A/B "
-            "budget); see the verdict of the compare or A/B task"
+            "the gate found a regression (verdict FAIL), or UNKNOWN: timing not resolved within the A/B "
+            "budget; see the verdict of the compare or A/B task"
         )
     where = f" (failed: {', '.join(failed)})" if failed else ""
     return EXIT_RUN_FAILED, f"the run ended {state}{where}"

@@ -8,7 +8,8 @@ harness imports the workload from there (benchgate.ab_runner.Side.source_paths).
                                                           back-to-back launches, gpt-tiny and fast-step
     python benchmarks/power.py record-aa  [--rounds 200]  real A/A rounds, saved for resampling
     python benchmarks/power.py resample   [--trials 20000] the A/B rule's error rates from those rounds
-    python benchmarks/power.py power      [--trials 6]    real decisions per level and mode, levels
+    python benchmarks/power.py power      [--trials 6] [--tolerance 5] [--levels 0,3,5,10,20]
+                                          [--modes screen,ab]  real decisions per level and mode,
                                                           interleaved in random order
 
 Results go to benchmarks/results/*.json; every command prints its figures. Rates come with Wilson 95%
@@ -150,9 +151,11 @@ def cmd_noise(args: argparse.Namespace) -> None:
         stack = checkout(root, "stack", 0)
         tiny = Side("gpt-tiny")
         for name, workload, side in (
-            ("fast-step (layer stack)", "powerwork:make_workload", stack),
+            ("fast-step", "powerwork:make_workload", stack),
             ("gpt-tiny", "benchgate.workloads.gpt:make_workload", tiny),
         ):
+            if args.workloads and name not in args.workloads.split(","):
+                continue
             config = base_config(root, workload)
             rounds = _aa_rounds(config, root / name, side, side, args.rounds, "aa")
             changes = [100 * math.expm1(r["change_log"]) for r in rounds]
@@ -173,7 +176,7 @@ def cmd_noise(args: argparse.Namespace) -> None:
                 f"(range {min(b2b):+.1f}..{max(b2b):+.1f}%, {len(b2b)} pairs)",
                 flush=True,
             )
-    write_json(RESULTS / "noise.json", report)
+    write_json(RESULTS / f"noise-{'-'.join(sorted(report))}.json", report)
 
 
 def cmd_record_aa(args: argparse.Namespace) -> None:
@@ -249,7 +252,10 @@ def cmd_power(args: argparse.Namespace) -> None:
         sides = {level: checkout(root, f"level{level}", extra) for level, extra in LEVELS.items()}
         config = base_config(root, tolerances={"throughput_drop_pct": tolerance})
         history = _history(config, root, base, 3)
-        plan = [(level, mode) for level in LEVELS for mode in ("screen", "ab") for _ in range(args.trials)]
+        levels = [int(x) for x in args.levels.split(",")]
+        plan = [
+            (level, mode) for level in levels for mode in args.modes.split(",") for _ in range(args.trials)
+        ]
         random.Random(1).shuffle(plan)
         for i, (level, mode) in enumerate(plan):
             cand = sides[level] if level else checkout(root, "level0", 0)
@@ -306,12 +312,16 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("noise").add_argument("--rounds", type=int, default=12)
+    noise = sub.add_parser("noise")
+    noise.add_argument("--rounds", type=int, default=12)
+    noise.add_argument("--workloads", default="", help="fast-step, gpt-tiny (default: both)")
     sub.add_parser("record-aa").add_argument("--rounds", type=int, default=200)
     sub.add_parser("resample").add_argument("--trials", type=int, default=20000)
     power = sub.add_parser("power")
     power.add_argument("--trials", type=int, default=6)
     power.add_argument("--tolerance", type=float, default=5.0)
+    power.add_argument("--levels", default=",".join(map(str, LEVELS)), help="e.g. 0,5")
+    power.add_argument("--modes", default="screen,ab", help="screen, ab or both")
     args = parser.parse_args()
     RESULTS.mkdir(exist_ok=True)
     {"noise": cmd_noise, "record-aa": cmd_record_aa, "resample": cmd_resample, "power": cmd_power}[

@@ -6,7 +6,7 @@ One naming for every consumer, so a figure logged today is found by `benchgate h
     ws<N>/peak_memory_mib    ws<N>/mfu_6nd_pct        ws<N>/mfu_attention_pct  ws<N>/loss_slope
     ws<N>/step_time_per_reference_p50
     scaling_efficiency_pct   eval/perplexity          eval/probe_<name>_accuracy_pct
-    gate/exit_code           gate/checks_<pass|warn|fail|new>
+    gate/exit_code           gate/checks_<pass|warn|unknown|fail|new>
 
 Units follow the name: `_ms` milliseconds, `_mib` MiB, `_pct` percent (41.0 is 41 %). The metrics file
 keeps MFU as a fraction (`mfu.dense_6n` = 0.41, names without `_pct`, as `flops.mfu` returns it); it is
@@ -72,7 +72,7 @@ def eval_figures(evaluation: dict[str, Any] | None) -> dict[str, float]:
 
 def gate_figures(comparison: Comparison) -> dict[str, float]:
     figures = {"gate/exit_code": float(comparison.exit_code)}
-    for status in ("PASS", "WARN", "FAIL", "NEW"):
+    for status in ("PASS", "WARN", "UNKNOWN", "FAIL", "NEW"):
         figures[f"gate/checks_{status.lower()}"] = float(sum(c.status == status for c in comparison.checks))
     return figures
 

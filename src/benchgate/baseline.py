@@ -7,7 +7,7 @@
 
 Keyed by profile so that a run can only ever find a baseline measured on the same kind of machine.
 Each promotion also appends the run's p50s to history.json (the last HISTORY_LENGTH runs): the spread
-of those run-level figures is the machine's run-to-run noise, which compare uses as a noise floor.
+of those run-level figures is the machine's run-to-run noise, by which the screen judges a change.
 
 Many commits are gated at once against one store, and a reader that found no baseline would pass the
 gate with "NEW" rows. So a promotion writes a complete new version directory, then repoints the symlink

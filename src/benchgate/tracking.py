@@ -456,7 +456,7 @@ _HISTORY_P50 = {
 
 
 def history_from_runs(runs: list[Run]) -> list[dict[str, Any]]:
-    """Baseline runs as the directory store's history.json rows (run-level p50s: the noise floor)."""
+    """Baseline runs as the directory store's history.json rows (run-level p50s: the run-to-run noise)."""
     rows = []
     for run in sorted(runs, key=lambda r: r.info.start_time):
         p50: dict[str, dict[str, float]] = {}

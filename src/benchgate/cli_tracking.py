@@ -58,11 +58,11 @@ def _profile_runs(
     config: Path | None, tracking_uri: str | None, profile: str | None, workload: str | None, **search: Any
 ) -> tuple[Tracker, str, list[Run]]:
     """The tracker, the profile (default: this machine's) and its gate runs, newest first."""
-    from benchgate import tracking
+    from benchgate import tracking_read
 
     tracker = _connect(_config(config, tracking_uri))
     profile = profile or _this_profile()
-    return tracker, profile, tracking.gate_runs(tracker, profile, workload, **search)
+    return tracker, profile, tracking_read.gate_runs(tracker, profile, workload, **search)
 
 
 def _when(unix: float) -> str:
@@ -79,11 +79,11 @@ def baseline_promote(
     tracking_uri: UriOption = None,
 ) -> None:
     """Make a logged gate run the baseline of its machine profile and workload, from now on."""
-    from benchgate import tracking
+    from benchgate import tracking, tracking_read
 
     try:
         tracker = _connect(_config(config, tracking_uri))
-        run = tracking.promote(tracker, run_id, reason)
+        run = tracking_read.promote(tracker, run_id, reason)
     except BenchgateError as exc:
         fail(exc)
     tags = run.data.tags
@@ -102,7 +102,7 @@ def baseline_show(
     tracking_uri: UriOption = None,
 ) -> None:
     """The current baseline of a machine profile in MLflow, one per workload."""
-    from benchgate import tracking
+    from benchgate import tracking, tracking_read
 
     try:
         tracker, profile, runs = _profile_runs(
@@ -114,7 +114,7 @@ def baseline_show(
     for run in runs:
         name = run.data.tags.get(tracking.TAG_WORKLOAD, "?")
         best = newest.get(name)
-        if best is None or tracking.baseline_since(run) > tracking.baseline_since(best):
+        if best is None or tracking_read.baseline_since(run) > tracking_read.baseline_since(best):
             newest[name] = run
     if not newest:
         console.print(f"no baseline in MLflow for machine profile {profile!r} at {tracker.uri}")
@@ -134,7 +134,7 @@ def baseline_show(
             run.info.run_id,
             tags.get(tracking.TAG_COMMIT, "")[:12],
             tags.get(tracking.TAG_BRANCH, ""),
-            _when(tracking.baseline_since(run)),
+            _when(tracking_read.baseline_since(run)),
             tags.get(tracking.TAG_BASELINE_REASON, ""),
             rates,
         )
@@ -159,7 +159,7 @@ def history(
     tracking_uri: UriOption = None,
 ) -> None:
     """The last runs of a machine profile: a table of key figures and a PNG of them over commits."""
-    from benchgate import tracking
+    from benchgate import tracking, tracking_read
     from benchgate.plots import history_png
 
     try:
@@ -169,7 +169,7 @@ def history(
     if not runs:
         console.print(f"no gate runs in MLflow for machine profile {profile!r} at {tracker.uri}")
         raise typer.Exit(0)
-    points = [tracking.history_point(run) for run in reversed(runs)]  # oldest first
+    points = [tracking_read.history_point(run) for run in reversed(runs)]  # oldest first
     table = Table(title=f"history · {profile} · last {len(points)}", title_justify="left")
     for column in (
         "date",

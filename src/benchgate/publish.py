@@ -47,7 +47,7 @@ def refresh_baseline(config: RunConfig, run_dir: Path) -> dict[str, Any]:
     Writes and returns the tracking state: reachable or not, seconds waited, the MLflow baseline run,
     and the profile's recent runs (for the report's history plots).
     """
-    from benchgate import tracking
+    from benchgate import tracking, tracking_read
 
     current = load_bundle(run_dir)
     state: dict[str, Any] = {"enabled": config.tracking.enabled, "waited_s": 0.0, "history": []}
@@ -59,13 +59,13 @@ def refresh_baseline(config: RunConfig, run_dir: Path) -> dict[str, Any]:
     try:
         tracker = tracking.connect(config)
         workload = str(current.workload)
-        recent = tracking.gate_runs(
+        recent = tracking_read.gate_runs(
             tracker, current.machine_profile, workload, limit=config.tracking.history_runs
         )
-        baselines = tracking.gate_runs(
+        baselines = tracking_read.gate_runs(
             tracker, current.machine_profile, workload, baselines_only=True, limit=20
         )
-        newest = tracking.newest_baseline(baselines)
+        newest = tracking_read.newest_baseline(baselines)
         if newest is not None:
             _cache(config, tracker, newest, baselines, current)
     except tracking.send_errors() as e:
@@ -78,7 +78,7 @@ def refresh_baseline(config: RunConfig, run_dir: Path) -> dict[str, Any]:
     state.update(
         reachable=True,
         experiment_id=tracker.experiment_id,
-        history=[dataclasses.asdict(tracking.history_point(r)) for r in reversed(recent)],
+        history=[dataclasses.asdict(tracking_read.history_point(r)) for r in reversed(recent)],
     )
     if newest is not None:
         state["baseline_run_id"] = newest.info.run_id
@@ -91,9 +91,9 @@ def _cache(config: RunConfig, tracker: Any, newest: Any, baselines: list[Any], c
 
     The store can be newer: a baseline written while MLflow was down, whose run is still in the spool.
     """
-    from benchgate import tracking
+    from benchgate import tracking, tracking_read
 
-    since = tracking.baseline_since(newest)
+    since = tracking_read.baseline_since(newest)
     cached = read_meta(config.gate.baseline_dir, current.machine_profile, str(current.workload))
     # The marking time is stored as text in MLflow; a millisecond of slack absorbs any round trip.
     if cached is not None and (
@@ -102,13 +102,13 @@ def _cache(config: RunConfig, tracker: Any, newest: Any, baselines: list[Any], c
     ):
         return
     with tempfile.TemporaryDirectory(prefix="benchgate-baseline-") as tmp:
-        bundle = load_bundle(tracking.download_bundle(tracker, newest.info.run_id, Path(tmp)))
+        bundle = load_bundle(tracking_read.download_bundle(tracker, newest.info.run_id, Path(tmp)))
         save_baseline(
             bundle,
             config.gate.baseline_dir,
             reason=f"MLflow run {newest.info.run_id}",
             created_unix=since,
-            history=tracking.history_from_runs(baselines),
+            history=tracking_read.history_from_runs(baselines),
             extra={
                 "mlflow_run_id": newest.info.run_id,
                 "commit": newest.data.tags.get(tracking.TAG_COMMIT),

@@ -18,6 +18,7 @@ so a FINISHED parent with the key means "already logged" and an unfinished one i
 that is deleted and redone. That makes sending idempotent: `benchgate sync` can run any number of times.
 
 A baseline is a FINISHED parent tagged benchgate.baseline=true; the newest by its marking time wins.
+Reading runs back (search, history, baselines, promotion) is `tracking_read.py`.
 
 Waiting is bounded: http(s) servers are probed on /health until a deadline before any MLflow call, and
 MLflow's own retries (which wait ~4 minutes on a dead server by default) are cut to one short retry.
@@ -37,9 +38,9 @@ from benchgate import __version__
 from benchgate.compare import Comparison
 from benchgate.config import RunConfig
 from benchgate.errors import BadInputError
-from benchgate.figures import HistoryPoint, bench_figures, eval_figures, run_figures
+from benchgate.figures import bench_figures, eval_figures, run_figures
 from benchgate.files import read_json
-from benchgate.results import METRICS_FILE, Bundle, load_bundle
+from benchgate.results import Bundle, load_bundle
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -263,11 +264,18 @@ def _tags(env: dict[str, Any], workload: str, record: dict[str, Any]) -> dict[st
     return {k: v for k, v in tags.items() if v}
 
 
+def quoted(value: str, what: str) -> str:
+    """A value safe inside a single-quoted MLflow filter string (MLflow's grammar has no escapes)."""
+    if "'" in value or "\\" in value:
+        raise BadInputError(f"{what}: got {value!r} (quotes and backslashes cannot be searched for)")
+    return value
+
+
 def find_logged(tracker: Tracker, run_key: str) -> Run | None:
     """The parent already logged under `run_key` (finished or not), if any."""
     runs = tracker.client.search_runs(
         [tracker.experiment_id],
-        filter_string=f"tags.`{TAG_RUN_KEY}` = '{_quoted(run_key, 'run key')}'",
+        filter_string=f"tags.`{TAG_RUN_KEY}` = '{quoted(run_key, 'run key')}'",
         max_results=1,
     )
     return runs[0] if runs else None
@@ -351,126 +359,3 @@ def _delete_with_children(tracker: Tracker, parent_id: str) -> None:
 
 
 # ---------------------------------------------------------------- reading
-
-
-def _quoted(value: str, what: str) -> str:
-    """A value safe inside a single-quoted MLflow filter string (MLflow's grammar has no escapes)."""
-    if "'" in value or "\\" in value:
-        raise BadInputError(f"{what}: got {value!r} (quotes and backslashes cannot be searched for)")
-    return value
-
-
-def gate_runs(
-    tracker: Tracker,
-    profile: str,
-    workload: str | None = None,
-    baselines_only: bool = False,
-    limit: int = 100,
-) -> list[Run]:
-    """Finished gate runs (parents) of a machine profile, newest first."""
-    clauses = [
-        f"tags.`{TAG_KIND}` = 'gate'",
-        f"tags.`{TAG_PROFILE}` = '{_quoted(profile, 'machine profile')}'",
-        "attributes.status = 'FINISHED'",
-    ]
-    if workload:
-        clauses.append(f"tags.`{TAG_WORKLOAD}` = '{_quoted(workload, 'workload')}'")
-    if baselines_only:
-        clauses.append(f"tags.`{TAG_BASELINE}` = 'true'")
-    return list(
-        tracker.client.search_runs(
-            [tracker.experiment_id],
-            filter_string=" and ".join(clauses),
-            max_results=limit,
-            order_by=["attributes.start_time DESC"],
-        )
-    )
-
-
-def baseline_since(run: Run) -> float:
-    return float(run.data.tags.get(TAG_BASELINE_SINCE, "0") or 0)
-
-
-def newest_baseline(runs: list[Run]) -> Run | None:
-    marked = [r for r in runs if r.data.tags.get(TAG_BASELINE) == "true"]
-    return max(marked, key=baseline_since, default=None)
-
-
-def history_point(run: Run) -> HistoryPoint:
-    tags = run.data.tags
-    return HistoryPoint(
-        commit=tags.get(TAG_COMMIT) or None,
-        created_unix=run.info.start_time / 1e3,
-        figures=dict(run.data.metrics),
-        run_id=run.info.run_id,
-        branch=tags.get(TAG_BRANCH) or None,
-        verdict=tags.get(TAG_VERDICT),
-        is_baseline=tags.get(TAG_BASELINE) == "true",
-    )
-
-
-def download_bundle(tracker: Tracker, run_id: str, dest: Path) -> Path:
-    """The result files of a logged run that make a baseline (env, metrics, eval) into `dest`."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for info in tracker.client.list_artifacts(run_id):
-        name = Path(info.path).name
-        if name in ("env.json", "eval.json") or METRICS_FILE.match(name):
-            tracker.client.download_artifacts(run_id, info.path, str(dest))
-    return dest
-
-
-def get_gate_run(tracker: Tracker, run_id: str) -> Run:
-    from mlflow.exceptions import MlflowException
-
-    try:
-        run = tracker.client.get_run(run_id)
-    except MlflowException:
-        raise BadInputError(f"RUN_ID: got {run_id!r} (no such run at {tracker.uri})") from None
-    if run.data.tags.get(TAG_KIND) != "gate":
-        raise BadInputError(
-            f"RUN_ID: got {run_id!r} (not a benchgate gate run: promote the parent run, not a stage)"
-        )
-    if run.info.status != "FINISHED":
-        raise BadInputError(f"RUN_ID: got {run_id!r} (its status is {run.info.status}, not FINISHED)")
-    return run
-
-
-def promote(tracker: Tracker, run_id: str, reason: str) -> Run:
-    """Mark a logged gate run as the baseline of its machine profile and workload from now on."""
-    get_gate_run(tracker, run_id)
-    for key, value in {
-        TAG_BASELINE: "true",
-        TAG_BASELINE_SINCE: repr(time.time()),
-        TAG_BASELINE_REASON: reason,
-    }.items():
-        tracker.client.set_tag(run_id, key, value)
-    return tracker.client.get_run(run_id)
-
-
-# Logged figure (after "ws<N>/") -> history.json p50 key, and what the figure is divided by to get it.
-_HISTORY_P50 = {
-    "tokens_per_s_p50": ("tokens_per_s", 1.0),
-    "step_time_ms_p50": ("step_time_s", 1e3),
-    "step_time_per_reference_p50": ("step_time_per_reference", 1.0),
-}
-
-
-def history_from_runs(runs: list[Run]) -> list[dict[str, Any]]:
-    """Baseline runs as the directory store's history.json rows (run-level p50s: the run-to-run noise)."""
-    rows = []
-    for run in sorted(runs, key=lambda r: r.info.start_time):
-        p50: dict[str, dict[str, float]] = {}
-        for key, value in run.data.metrics.items():
-            ws, _, name = key.partition("/")
-            if ws.startswith("ws") and name in _HISTORY_P50:
-                p50_key, divisor = _HISTORY_P50[name]
-                p50.setdefault(ws[2:], {})[p50_key] = value / divisor
-        rows.append(
-            {
-                "commit": run.data.tags.get(TAG_COMMIT),
-                "created_unix": run.info.start_time / 1e3,
-                "p50": p50,
-                "mlflow_run_id": run.info.run_id,
-            }
-        )
-    return rows

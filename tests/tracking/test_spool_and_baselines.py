@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from mlflow import MlflowClient
 
-from benchgate import spool, tracking
+from benchgate import spool, tracking, tracking_read
 from benchgate.baseline import read_meta
 from benchgate.config import parse_config
 from benchgate.files import read_json, write_json
@@ -152,7 +152,7 @@ def test_two_machine_profiles_in_one_experiment_never_see_each_others_baseline(
     a_id, _ = tracking.log_entry(tracker, entry_for(results, tmp_path / "spool", "h100-x8", "a" * 40, True))
     b_id, _ = tracking.log_entry(tracker, entry_for(results, tmp_path / "spool", "a100-x8", "b" * 40, True))
 
-    assert [r.info.run_id for r in tracking.gate_runs(tracker, "h100-x8", baselines_only=True)] == [a_id]
+    assert [r.info.run_id for r in tracking_read.gate_runs(tracker, "h100-x8", baselines_only=True)] == [a_id]
     for profile, expected in (("h100-x8", a_id), ("a100-x8", b_id), ("l4-x1", None)):
         run_dir = tmp_path / f"run-{profile}"
         shutil.copytree(entry_for(results, tmp_path / "scratch", profile, "c" * 40, False), run_dir)
@@ -173,15 +173,15 @@ def test_promote_show_and_history(mlflow_server: str, results: Path, tmp_path: P
     tracker = connect(mlflow_server, experiment, tmp_path)
     first, _ = tracking.log_entry(tracker, entry_for(results, tmp_path / "spool", "p1", "1" * 40, True))
     second, _ = tracking.log_entry(tracker, entry_for(results, tmp_path / "spool", "p1", "2" * 40, False))
-    runs = tracking.gate_runs(tracker, "p1")
-    assert tracking.newest_baseline(runs).info.run_id == first  # type: ignore[union-attr]
+    runs = tracking_read.gate_runs(tracker, "p1")
+    assert tracking_read.newest_baseline(runs).info.run_id == first  # type: ignore[union-attr]
 
     settings = tmp_path / "t.toml"
     settings.write_text(f'[tracking]\nexperiment = "{experiment}"\n')
     common = ["--config", str(settings), "--tracking-uri", mlflow_server]
     promoted = benchgate("baseline", "promote", second, *common, cwd=tmp_path)
     assert promoted.returncode == 0, promoted.stdout + promoted.stderr
-    assert tracking.newest_baseline(tracking.gate_runs(tracker, "p1")).info.run_id == second  # type: ignore[union-attr]
+    assert tracking_read.newest_baseline(tracking_read.gate_runs(tracker, "p1")).info.run_id == second  # type: ignore[union-attr]
     shown = benchgate("baseline", "show", "--profile", "p1", *common, cwd=tmp_path)
     assert shown.returncode == 0 and second in shown.stdout and first not in shown.stdout
 

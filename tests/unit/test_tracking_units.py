@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from mlflow.entities import Metric, Run, RunData, RunInfo, RunTag
 
-from benchgate import spool, tracking
+from benchgate import spool, tracking, tracking_read
 from benchgate.config import parse_config
 from benchgate.errors import BadInputError
 from benchgate.figures import run_figures
@@ -58,7 +58,7 @@ def test_config_becomes_dotted_params_cut_to_mlflows_limit() -> None:
 @pytest.mark.parametrize("value", ["it's", "a\\b"])
 def test_a_value_that_cannot_be_searched_for_is_bad_input_naming_it(value: str) -> None:
     with pytest.raises(BadInputError, match="workload: got"):
-        tracking._quoted(value, "workload")
+        tracking.quoted(value, "workload")
 
 
 def test_run_key_is_the_kfp_run_id_or_a_fresh_one_outside_kfp() -> None:
@@ -138,7 +138,7 @@ def test_history_from_runs_reads_back_the_figures_the_parent_run_logs() -> None:
     )
     newer = logged_run(run_figures(cpu), 2_000_000, "b" * 40)
     older = logged_run({"ws1/tokens_per_s_p50": 100.0, "ws1/step_time_ms_p50": 640.0}, 1_000_000, "a" * 40)
-    rows = tracking.history_from_runs([newer, older])
+    rows = tracking_read.history_from_runs([newer, older])
     assert [row["commit"] for row in rows] == ["a" * 40, "b" * 40]  # oldest first
     assert rows[0]["p50"] == {"1": {"tokens_per_s": 100.0, "step_time_s": pytest.approx(0.64)}}
     p50 = rows[1]["p50"]
@@ -154,5 +154,5 @@ def test_history_from_runs_reads_back_the_figures_the_parent_run_logs() -> None:
 
 def test_history_point_keeps_logged_mfu_in_percent() -> None:
     bundle = Bundle(path=Path("/r"), env={"machine_profile": "p"}, metrics={1: bench_metrics(1, [0.1], None)})
-    point = tracking.history_point(logged_run(run_figures(bundle), 1_000_000, "c" * 40))
+    point = tracking_read.history_point(logged_run(run_figures(bundle), 1_000_000, "c" * 40))
     assert point.figures["ws1/mfu_6nd_pct"] == pytest.approx(25.0)  # the file's 0.25, converted once

@@ -8,6 +8,8 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check -c constraints.t
 STAMP := $(VENV)/.installed
 ARGS ?=
 IMAGE_REPOSITORY ?= ghcr.io/benchgate/bench
+# The controller image the Helm chart (charts/benchgate) deploys.
+OPERATOR_IMAGE_REPOSITORY ?= ghcr.io/benchgate/operator
 UI_PORT ?= 5000
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' src/benchgate/__init__.py)
 # COMMIT and BRANCH reach the CLI through the environment, never through the recipe's shell text:
@@ -43,9 +45,11 @@ compile: $(STAMP) ## Compile pipelines/benchgate.yaml and components/*.yaml (com
 submit: $(STAMP) ## Run the pipeline on KFP for COMMIT=<sha> [BRANCH=main] and exit with its verdict (KFP_HOST, KFP_TOKEN)
 	$(VENV)/bin/benchgate submit --commit "$$BENCHGATE_COMMIT" --branch "$$BENCHGATE_SUBMIT_BRANCH" $(ARGS)
 
-images: ## Build the bench image (needs a Docker engine)
-	@command -v docker >/dev/null || { echo "make images: no docker here; build images/bench/Dockerfile where a Docker engine runs" >&2; exit 2; }
+images: ## Build the bench and operator images (needs a Docker engine)
+	@# `docker info` rather than only the CLI: a docker client without a running engine cannot build.
+	@{ command -v docker && docker info; } >/dev/null 2>&1 || { echo "make images: no Docker engine here; build images/bench/Dockerfile and images/operator/Dockerfile where a Docker engine runs" >&2; exit 2; }
 	docker build -f images/bench/Dockerfile -t $(IMAGE_REPOSITORY):$(VERSION) .
+	docker build -f images/operator/Dockerfile -t $(OPERATOR_IMAGE_REPOSITORY):$(VERSION) .
 
 ui: $(STAMP) ## Open the MLflow UI on the local store (runs table: Experiments > benchgate); UI_PORT=5000
 	@echo "MLflow UI: http://127.0.0.1:$(UI_PORT)/#/experiments  (open 'benchgate': the runs table)"

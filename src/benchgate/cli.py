@@ -285,11 +285,31 @@ def compile_(
         Path, typer.Option(help="Repository root to write pipelines/ and components/ under.")
     ] = Path("."),
 ) -> None:
-    """Compile the pipeline and components to YAML (pipelines/benchgate.yaml, components/*.yaml)."""
+    """Compile the pipeline and components to YAML (pipelines/benchgate.yaml, components/*.yaml) and
+    generate the CRDs from their models (charts/benchgate/files/crds/)."""
+    from benchgate.controller import crds
     from benchgate.kfp.compile import compile_all
 
-    for path in compile_all(root):
+    for path in [*compile_all(root), *crds.write(root / crds.DEFAULT_DIR)]:
         console.print(str(path))
+
+
+@app.command()
+def controller(
+    liveness: Annotated[
+        str, typer.Option(help="URL of kopf's liveness endpoint ('' for none).")
+    ] = "http://0.0.0.0:8080/healthz",
+) -> None:
+    """Run the Kubernetes controller of BenchmarkRun and BenchmarkSchedule (settings from the environment:
+    KFP_HOST, KFP_TOKEN, MLFLOW_TRACKING_URI, BENCHGATE_*; see the chart's ConfigMap)."""
+    from benchgate.controller.main import run as run_controller
+    from benchgate.controller.settings import settings_from_env
+
+    try:
+        settings = settings_from_env()
+    except BenchgateError as exc:
+        _fail(exc)
+    run_controller(settings, liveness or None)
 
 
 @app.command()

@@ -74,6 +74,10 @@ def gate_figures(comparison: Comparison) -> dict[str, float]:
     figures = {"gate/exit_code": float(comparison.exit_code)}
     for status in ("PASS", "WARN", "UNKNOWN", "FAIL", "NEW"):
         figures[f"gate/checks_{status.lower()}"] = float(sum(c.status == status for c in comparison.checks))
+    for check in comparison.checks:
+        # The decided tokens/s change per world size: what `kubectl get benchmarkruns` shows.
+        if check.metric == "tokens_per_s" and check.world_size is not None and check.change is not None:
+            figures[f"gate/ws{check.world_size}/tokens_per_s_change_pct"] = float(check.change)
     return figures
 
 

@@ -112,6 +112,32 @@ def resolve_local_ref(ref: str, cwd: Path, field: str = "--base") -> tuple[str, 
     return validate_commit(done.stdout.strip(), field), Path(top.stdout.strip()).resolve().as_uri()
 
 
+def remote_branch_head(repository: str, branch: str, timeout_s: float = 60.0) -> str:
+    """The full SHA at the head of `branch` of `repository`, asked with `git ls-remote` (no clone)."""
+    repository = validate_repository(repository)
+    branch = validate_branch(branch)
+    ref = f"refs/heads/{branch}"
+    try:
+        done = subprocess.run(
+            ["git", "ls-remote", "--", repository, ref],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            # Never wait for a password prompt: a controller has no terminal.
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise RunFailedError(f"repository: git ls-remote {repository} failed: {e}") from None
+    if done.returncode != 0:
+        raise RunFailedError(f"repository: git ls-remote {repository} failed: {done.stderr.strip()[:300]}")
+    for line in done.stdout.splitlines():
+        sha, _, name = line.partition("\t")
+        if name == ref:
+            return validate_commit(sha, "branch head")
+    raise ConfigError(f"branch: got {branch!r}, which {repository} does not have")
+
+
 def import_paths(root: Path) -> list[Path]:
     """The directories of a checkout that hold its packages: the root, and src/ for src layouts."""
     return [p for p in (root / "src", root) if p.is_dir()]

@@ -20,6 +20,7 @@ from benchgate.tracking import (
     TAG_BASELINE_SINCE,
     TAG_BRANCH,
     TAG_COMMIT,
+    TAG_KFP_RUN_ID,
     TAG_KIND,
     TAG_PROFILE,
     TAG_VERDICT,
@@ -57,6 +58,17 @@ def gate_runs(
             order_by=["attributes.start_time DESC"],
         )
     )
+
+
+def gate_run_for_kfp(tracker: Tracker, kfp_run_id: str) -> Run | None:
+    """The gate run a KFP run logged (its parent run, tagged with the KFP run id), if it is there yet."""
+    runs = tracker.client.search_runs(
+        [tracker.experiment_id],
+        filter_string=f"tags.`{TAG_KIND}` = 'gate' and tags.`{TAG_KFP_RUN_ID}` = "
+        f"'{quoted(kfp_run_id, 'KFP run id')}'",
+        max_results=1,
+    )
+    return runs[0] if runs else None
 
 
 def baseline_since(run: Run) -> float:

@@ -1,4 +1,4 @@
-"""`benchgate submit` / `make submit` against a FAKE KFP API server (see fake_kfp_server.py).
+"""`benchgate submit` / `make submit` against a FAKE KFP API server (see tests/fake_kfp_server.py).
 
 The fake is the one stand-in of the suite: a KFP API server cannot run here. It speaks the v2beta1 REST
 endpoints kfp.Client calls, so everything on our side (kfp.Client, the compiled pipeline package,

@@ -13,8 +13,8 @@ that name in the experiment is attached to instead of submitting another. A CI j
 retried therefore waits on the same run.
 
 Exit codes: 0 the gate passed (or warned), 1 the gate task failed (a regression), 2 bad input (COMMIT,
-missing KFP_HOST, a token the server refuses, an unknown parameter), 3 the cluster run failed or
-could not be reached, or the wait timed out.
+missing KFP_HOST, a token the server refuses, an unknown parameter, a run KFP rejects as invalid), 3 the
+cluster run failed or could not be reached, or the wait timed out.
 """
 
 from __future__ import annotations
@@ -41,6 +41,14 @@ DEFAULT_SA_TOKEN_PATH = "/var/run/secrets/kubeflow/pipelines/token"
 GATE_TASKS = ("gate", "gate (A/B)")
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED")
 CONNECT_TIMEOUT_S = 10.0
+
+
+class KfpRefused(ConfigError):
+    """KFP refused the credentials (HTTP 401/403)."""
+
+
+class KfpRejected(ConfigError):
+    """KFP rejected the request as invalid (HTTP 4xx other than auth, not-found and throttling)."""
 
 
 @dataclass(frozen=True)
@@ -123,7 +131,10 @@ def preflight(conn: Connection) -> None:
 def _raise_for_status(status: int, body: str, conn: Connection) -> None:
     if status in (401, 403):
         which = "KFP_TOKEN" if conn.token else "no token (set KFP_TOKEN)"
-        raise ConfigError(f"KFP at {conn.host} refused the credentials: HTTP {status} with {which}")
+        raise KfpRefused(f"KFP at {conn.host} refused the credentials: HTTP {status} with {which}")
+    if 400 <= status < 500 and status not in (404, 408, 429):
+        # The request itself is wrong (a parameter KFP rejects): retrying cannot help.
+        raise KfpRejected(f"KFP at {conn.host} rejected the request: HTTP {status}: {body[:300]}")
     if status >= 400:
         raise RunFailedError(f"KFP at {conn.host} answered HTTP {status}: {body[:300]}")
 
@@ -177,6 +188,9 @@ class KfpApi:
         )
         return str(result.run_id)
 
+    def terminate_run(self, run_id: str) -> None:
+        self._call(lambda: self.client.terminate_run(run_id))
+
     def run_state(self, run_id: str) -> tuple[str, list[tuple[str, str]]]:
         run = self._call(lambda: self.client.get_run(run_id))
         details = getattr(run, "run_details", None)
@@ -184,6 +198,28 @@ class KfpApi:
             (t.display_name or "", t.state or "") for t in (getattr(details, "task_details", None) or [])
         ]
         return str(run.state or "PENDING"), tasks
+
+
+def compile_package(directory: Path) -> Path:
+    """The benchgate pipeline compiled to `directory`/benchgate.yaml (this version of benchgate)."""
+    from kfp import compiler
+
+    from benchgate.kfp.pipeline import benchgate_pipeline
+
+    package = directory / "benchgate.yaml"
+    compiler.Compiler().compile(benchgate_pipeline, str(package))
+    return package
+
+
+def ensure_run(
+    api: KfpApi, experiment_id: str, name: str, arguments: dict[str, Any], package: Callable[[], Path]
+) -> tuple[str, bool]:
+    """The run named `name` in the experiment: the existing one if any (a retry), else a new one.
+    Returns (run id, reused). `package` compiles the pipeline only when a run is created."""
+    run_id = api.find_run(experiment_id, name)
+    if run_id is not None:
+        return run_id, True
+    return api.create_run(package(), arguments, name, experiment_id), False
 
 
 def exit_code_for(state: str, tasks: list[tuple[str, str]]) -> tuple[int, str]:
@@ -211,19 +247,11 @@ def submit(
     """Submit (or re-attach to) the run for `arguments` and, with `wait`, follow it to its verdict."""
     preflight(conn)
     api = KfpApi(conn)
-    experiment_id = api.experiment_id(experiment)
     name = run_name_for(arguments)
-    run_id = api.find_run(experiment_id, name)
-    reused = run_id is not None
-    if run_id is None:
-        from kfp import compiler
-
-        from benchgate.kfp.pipeline import benchgate_pipeline
-
-        with tempfile.TemporaryDirectory() as tmp:
-            package = Path(tmp) / "benchgate.yaml"
-            compiler.Compiler().compile(benchgate_pipeline, str(package))
-            run_id = api.create_run(package, arguments, name, experiment_id)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_id, reused = ensure_run(
+            api, api.experiment_id(experiment), name, arguments, lambda: compile_package(Path(tmp))
+        )
     outcome = SubmitOutcome(run_id, name, conn.run_url(run_id), reused)
     say(f"{'attached to existing' if reused else 'submitted'} run {name}: {outcome.url}")
     if not wait:

@@ -3,7 +3,11 @@
 It is a stand-in for the one remote service that cannot run here: a plain HTTP server on 127.0.0.1
 that speaks the KFP v2beta1 REST endpoints `kfp.Client` calls (healthz, experiments, runs), with the
 JSON shapes of the v2beta1 API, bearer-token checks, and runs that move PENDING -> RUNNING -> a final
-state over a few polls. It does not execute pipelines; each test chooses how the run ends.
+state over a few polls. It does not execute pipelines; each test chooses how the run ends (for all
+runs through the scenario, or one run with `force`), can make the whole server answer an error status
+(`scenario.fail_with`, e.g. 503 while "down"), and can make it reject new runs as invalid
+(`scenario.reject_runs`). Terminating a run (`POST /runs/{id}:terminate`, as
+`kfp.Client.terminate_run` sends) ends it CANCELED.
 """
 
 from __future__ import annotations
@@ -23,9 +27,14 @@ CREATED_AT = "2026-11-21T00:00:00Z"
 @dataclass
 class Scenario:
     token: str | None = "good-token"
-    # How a run ends: SUCCEEDED, GATE_FAILED (the gate task fails), TASK_FAILED (bench fails), or RUNNING.
+    # How a run ends: SUCCEEDED, GATE_FAILED (the gate task fails), TASK_FAILED (bench fails), CANCELED,
+    # or RUNNING (never ends).
     outcome: str = "SUCCEEDED"
     polls_until_done: int = 2
+    # Answer every request with this HTTP status (503: a KFP that is down); None: serve normally.
+    fail_with: int | None = None
+    # Answer POST /runs with 400, as KFP does for a pipeline spec or parameter it cannot accept.
+    reject_runs: bool = False
 
 
 @dataclass
@@ -36,7 +45,15 @@ class FakeKfp:
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)
     polls: dict[str, int] = field(default_factory=dict)
     created_runs: list[dict[str, Any]] = field(default_factory=list)
+    terminated: list[str] = field(default_factory=list)
+    # Per-run state set by a test, overriding the scenario: (state, outcome for task details).
+    forced: dict[str, tuple[str, str]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def force(self, run_id: str, state: str, outcome: str = "SUCCEEDED") -> None:
+        """Make one run report `state` from now on (outcome picks its task details when it is final)."""
+        with self.lock:
+            self.forced[run_id] = (state, outcome)
 
     def calls(self, method: str, path_prefix: str) -> int:
         return sum(1 for m, p in self.requests if m == method and p.startswith(API + path_prefix))
@@ -56,6 +73,8 @@ def _task_details(outcome: str, done: bool) -> list[dict[str, Any]]:
     states = dict.fromkeys(names, "SUCCEEDED" if done else "RUNNING")
     if done and outcome == "GATE_FAILED":
         states["gate"] = "FAILED"
+    if done and outcome == "CANCELED":
+        states.update({"compare": "CANCELED", "gate": "SKIPPED"})
     if done and outcome == "TASK_FAILED":
         states.update({"bench ws=N": "FAILED", "eval": "SKIPPED", "trace": "SKIPPED", "compare": "SKIPPED"})
         states["gate"] = "SKIPPED"
@@ -90,6 +109,9 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlparse(self.path)
         with self.fake.lock:
             self.fake.requests.append((method, url.path))
+        if self.fake.scenario.fail_with is not None:
+            status = self.fake.scenario.fail_with
+            return self._send(status, {"error": f"fake KFP answering {status}", "code": 14})
         if not self._authorised():
             return
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
@@ -103,6 +125,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._experiments(method, query, body)
         if route == "/runs":
             return self._runs(method, query, body)
+        if route.startswith("/runs/") and route.endswith(":terminate") and method == "POST":
+            return self._terminate(route.removeprefix("/runs/").removesuffix(":terminate"))
         if route.startswith("/runs/") and method == "GET":
             return self._get_run(route.removeprefix("/runs/"))
         return self._send(404, {"error": f"no route {method} {url.path}", "code": 5})
@@ -113,6 +137,8 @@ class _Handler(BaseHTTPRequestHandler):
             name = _predicate_value(query.get("filter"), "display_name")
             found = [e for e in fake.experiments.values() if name is None or e["display_name"] == name]
             return self._send(200, {"experiments": found, "total_size": len(found)} if found else {})
+        if any(e["display_name"] == body["display_name"] for e in fake.experiments.values()):
+            return self._send(409, {"error": "experiment already exists", "code": 6})
         experiment = {
             "experiment_id": str(uuid.uuid4()),
             "display_name": body["display_name"],
@@ -133,6 +159,8 @@ class _Handler(BaseHTTPRequestHandler):
                 and (name is None or r["display_name"] == name)
             ]
             return self._send(200, {"runs": found, "total_size": len(found)} if found else {})
+        if fake.scenario.reject_runs:
+            return self._send(400, {"error": "invalid run: world_size_n is out of range", "code": 3})
         # With a platform spec (ours has one) the body nests {"pipeline_spec": ..., "platform_spec": ...}.
         spec = body.get("pipeline_spec") or {}
         spec = spec.get("pipeline_spec", spec)
@@ -151,6 +179,15 @@ class _Handler(BaseHTTPRequestHandler):
         fake.created_runs.append(body)
         return self._send(200, run)
 
+    def _terminate(self, run_id: str) -> None:
+        fake = self.fake
+        if run_id not in fake.runs:
+            return self._send(404, {"error": f"run {run_id} not found", "code": 5})
+        with fake.lock:
+            fake.terminated.append(run_id)
+            fake.forced[run_id] = ("CANCELED", "CANCELED")
+        return self._send(200, {})
+
     def _get_run(self, run_id: str) -> None:
         fake = self.fake
         run = fake.runs.get(run_id)
@@ -161,7 +198,10 @@ class _Handler(BaseHTTPRequestHandler):
         done = outcome != "RUNNING" and fake.polls[run_id] > fake.scenario.polls_until_done
         state = "RUNNING"
         if done:
-            state = "SUCCEEDED" if outcome == "SUCCEEDED" else "FAILED"
+            state = {"SUCCEEDED": "SUCCEEDED", "CANCELED": "CANCELED"}.get(outcome, "FAILED")
+        if run_id in fake.forced:
+            state, outcome = fake.forced[run_id]
+            done = state in ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED")
         run = {**run, "state": state, "run_details": {"task_details": _task_details(outcome, done)}}
         return self._send(200, run)
 

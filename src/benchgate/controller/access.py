@@ -1,0 +1,44 @@
+"""Every Kubernetes API access the controller makes: the chart's RBAC is exactly this, no more.
+
+Two tests hold it to that: the chart test renders the Role/ClusterRole and compares its rules with
+`REQUIRED_ACCESS` both ways, and the operator test records each request the real controller sends to
+the emulated API server and fails on one these rules would not allow.
+
+Why each verb:
+- benchmarkruns: kopf lists and watches them and patches its progress and finalizer annotations; the
+  schedule creates them, and deletes them for history limits, `Replace` and `ttlSecondsAfterFinished`.
+- benchmarkschedules: listed and watched, patched for kopf's annotations.
+- the status subresources: kopf and the handlers write `.status` through them.
+- events: kopf posts one per handler failure and the handlers one per rejection.
+Nothing else: no secrets (tokens arrive as environment variables from the chart's secret), no pods,
+no namespaces (kopf runs with scanning off and watches either all namespaces or its own).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GROUP = "benchgate.dev"
+VERSION = "v1alpha1"
+
+
+@dataclass(frozen=True)
+class Access:
+    api_group: str
+    resource: str
+    verbs: tuple[str, ...]
+
+
+REQUIRED_ACCESS: tuple[Access, ...] = (
+    Access(GROUP, "benchmarkruns", ("create", "delete", "list", "patch", "watch")),
+    Access(GROUP, "benchmarkruns/status", ("patch",)),
+    Access(GROUP, "benchmarkschedules", ("list", "patch", "watch")),
+    Access(GROUP, "benchmarkschedules/status", ("patch",)),
+    Access("", "events", ("create",)),
+)
+
+
+def allows(api_group: str, resource: str, verb: str) -> bool:
+    return any(
+        a.api_group == api_group and a.resource == resource and verb in a.verbs for a in REQUIRED_ACCESS
+    )

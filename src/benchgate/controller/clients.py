@@ -1,0 +1,135 @@
+"""The controller's three remote services, each behind the module benchgate's CLI already uses:
+
+- KFP through `benchgate.kfp.submit` (the same exactly-once `ensure_run` as `benchgate submit`);
+- MLflow through `benchgate.tracking` / `tracking_read` (the verdict of the gate run a KFP run logged);
+- the Kubernetes API for the objects the handlers create, list and delete (kopf itself watches and
+  patches through its own client).
+
+All three are synchronous clients; the handlers call them through `asyncio.to_thread`.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from benchgate.controller.access import GROUP, VERSION
+from benchgate.controller.settings import ControllerSettings
+from benchgate.kfp.submit import KfpApi, compile_package, ensure_run, preflight
+
+
+class KfpRuns:
+    """Submit-once, state, terminate. The pipeline is compiled once per controller, on first use."""
+
+    def __init__(self, settings: ControllerSettings) -> None:
+        self.settings = settings
+        self._api: KfpApi | None = None
+        self._package: Path | None = None
+        self._experiment_id: str | None = None
+        self._lock = threading.Lock()
+        self._workdir = tempfile.TemporaryDirectory(prefix="benchgate-controller-")
+
+    def api(self) -> KfpApi:
+        with self._lock:
+            if self._api is None:
+                preflight(self.settings.kfp)  # unreachable vs refused, in plain words
+                self._api = KfpApi(self.settings.kfp)
+            return self._api
+
+    def experiment_id(self) -> str:
+        api = self.api()
+        with self._lock:  # once: concurrent first submissions must not race to create it
+            if self._experiment_id is None:
+                self._experiment_id = api.experiment_id(self.settings.experiment)
+            return self._experiment_id
+
+    def package(self) -> Path:
+        with self._lock:
+            if self._package is None:
+                self._package = compile_package(Path(self._workdir.name))
+            return self._package
+
+    def ensure(self, run_name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+        return ensure_run(self.api(), self.experiment_id(), run_name, arguments, self.package)
+
+    def state(self, run_id: str) -> tuple[str, list[tuple[str, str]]]:
+        return self.api().run_state(run_id)
+
+    def terminate(self, run_id: str) -> None:
+        self.api().terminate_run(run_id)
+
+    def url(self, run_id: str) -> str:
+        return self.settings.kfp.run_url(run_id)
+
+
+class Verdicts:
+    """The gate run a KFP run logged to MLflow: its verdict tag, gate figures and UI link."""
+
+    def __init__(self, settings: ControllerSettings) -> None:
+        self.settings = settings
+
+    def find(self, kfp_run_id: str, experiment: str) -> dict[str, Any] | None:
+        """{run_id, url, tags, metrics} of the gate run, or None without MLflow or before it is logged."""
+        if not self.settings.mlflow_uri:
+            return None
+        from benchgate import tracking
+        from benchgate.config import parse_config
+        from benchgate.tracking_read import gate_run_for_kfp
+
+        config = parse_config({"tracking": {"uri": self.settings.mlflow_uri, "experiment": experiment}})
+        tracker = tracking.connect(config, budget_s=10.0)
+        run = gate_run_for_kfp(tracker, kfp_run_id)
+        if run is None:
+            return None
+        base = self.settings.mlflow_ui
+        url = f"{base}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}" if base else ""
+        return {"run_id": run.info.run_id, "url": url, "tags": run.data.tags, "metrics": run.data.metrics}
+
+
+class KubeRuns:
+    """BenchmarkRun objects through the Kubernetes API: create, list by namespace, delete."""
+
+    def __init__(self, host: str | None = None) -> None:
+        from kubernetes import client, config
+
+        if host:  # an explicit API endpoint (an emulator in tests, or a proxy)
+            configuration = client.Configuration()
+            configuration.host = host
+            api_client = client.ApiClient(configuration)
+        else:
+            try:
+                config.load_incluster_config()
+            except config.ConfigException:
+                config.load_kube_config()
+            api_client = client.ApiClient()
+        self.api = client.CustomObjectsApi(api_client)
+
+    def create(self, manifest: dict[str, Any]) -> bool:
+        """Create `manifest`; False when an object of that name exists already (a retried create)."""
+        from kubernetes.client.exceptions import ApiException
+
+        namespace = manifest["metadata"]["namespace"]
+        try:
+            self.api.create_namespaced_custom_object(GROUP, VERSION, namespace, "benchmarkruns", manifest)
+        except ApiException as e:
+            if e.status == 409:
+                return False
+            raise
+        return True
+
+    def list(self, namespace: str) -> list[dict[str, Any]]:
+        found = self.api.list_namespaced_custom_object(GROUP, VERSION, namespace, "benchmarkruns")
+        return [
+            item for item in found.get("items", []) if item.get("metadata", {}).get("namespace") == namespace
+        ]
+
+    def delete(self, namespace: str, name: str) -> None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            self.api.delete_namespaced_custom_object(GROUP, VERSION, namespace, "benchmarkruns", name)
+        except ApiException as e:
+            if e.status != 404:  # already gone is what we wanted
+                raise

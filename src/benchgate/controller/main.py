@@ -1,0 +1,68 @@
+"""`benchgate controller`: run the kopf operator for BenchmarkRun and BenchmarkSchedule.
+
+In a cluster it logs in with its service account (kopf's own login), watches every namespace, or
+only BENCHGATE_WATCH_NAMESPACE with the chart's namespaced RBAC, and serves a liveness endpoint.
+Standalone (no peering objects, so no RBAC for them): the chart runs exactly one replica with the
+Recreate strategy, so two controllers never act on the same object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+
+from benchgate.controller.clients import KfpRuns, KubeRuns, Verdicts
+from benchgate.controller.handlers import Runtime, register
+from benchgate.controller.settings import ControllerSettings
+
+
+def build(
+    settings: ControllerSettings,
+    kube_host: str | None = None,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> tuple[kopf.OperatorRegistry, Runtime]:
+    """A registry with every handler, and the runtime the handlers share (kopf's `memo`)."""
+    registry = kopf.OperatorRegistry()
+    register(registry, settings)
+
+    @kopf.on.startup(registry=registry)
+    async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        # No CRD or namespace scanning: the resources are known, and RBAC grants nothing for scanning.
+        settings.scanning.disabled = True
+        settings.posting.level = logging.WARNING
+        settings.watching.reconnect_backoff = 1.0
+
+    runtime = Runtime(settings, KfpRuns(settings), KubeRuns(kube_host), Verdicts(settings), clock)
+    return registry, runtime
+
+
+async def operate(
+    settings: ControllerSettings,
+    registry: kopf.OperatorRegistry,
+    runtime: Runtime,
+    liveness: str | None = None,
+    stop_flag: asyncio.Event | None = None,
+    ready_flag: asyncio.Event | None = None,
+) -> None:
+    namespace = settings.watch_namespace
+    await kopf.operator(
+        registry=registry,
+        memo=runtime,
+        standalone=True,
+        clusterwide=not namespace,
+        namespaces=[namespace] if namespace else (),
+        liveness_endpoint=liveness,
+        stop_flag=stop_flag,
+        ready_flag=ready_flag,
+    )
+
+
+def run(settings: ControllerSettings, liveness: str | None) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    registry, runtime = build(settings)
+    asyncio.run(operate(settings, registry, runtime, liveness))

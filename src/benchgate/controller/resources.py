@@ -1,0 +1,206 @@
+"""BenchmarkRun and BenchmarkSchedule: the custom resources, as pydantic models.
+
+These models are the one source of truth for the resources. `crds.py` generates the CRDs' OpenAPI
+schemas from them (a test fails when the committed CRDs drift), and the controller validates every
+object with them again before it acts, because an API server may not have the schema (an old CRD) and
+CEL rules are not evaluated everywhere.
+
+A BenchmarkRun's spec is the pipeline's parameters under Kubernetes names; `pipeline_arguments` maps
+it onto them and runs the same validation as `benchgate submit` and the pipeline's env task, so a spec
+the cluster would reject at the first task is rejected here, before any KFP run exists.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from benchgate.config import DEFAULT_WORKLOAD, Tolerances
+from benchgate.errors import ConfigError
+from benchgate.kfp.params import config_from_parameters
+from benchgate.kfp.submit import build_arguments
+
+KUBE_EXTENSION = "x-kubernetes-preserve-unknown-fields"
+SHA_PATTERN = r"^([0-9a-f]{40}|[0-9a-f]{64})$"
+SHA_OR_EMPTY_PATTERN = r"^([0-9a-f]{40}|[0-9a-f]{64})?$"
+REPOSITORY_PATTERN = r"^(https://|ssh://|file://|git@)[A-Za-z0-9._~:/@%+=-]+$"
+BRANCH_PATTERN = r"^([A-Za-z0-9_][A-Za-z0-9._/-]{0,199})?$"
+WORKLOAD_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$"
+LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+
+
+class _Spec(BaseModel):
+    # Kubernetes names are camelCase; unknown fields are typos (the API server rejects them too).
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class Toleration(_Spec):
+    key: str = Field("", description="Taint key the toleration matches (empty with Exists: all taints).")
+    operator: Literal["Exists", "Equal"] = Field("Equal", description="Exists or Equal.")
+    value: str = Field("", description="Taint value to match with Equal.")
+    effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        "", description="Taint effect to match (empty: all effects)."
+    )
+
+
+class RunParameters(_Spec):
+    """What to benchmark and how: every field of a BenchmarkRun's spec except the commit."""
+
+    repository: str = Field(
+        ...,
+        pattern=REPOSITORY_PATTERN,
+        description="Git URL of the code under test (https, ssh, file, git@).",
+    )
+    branch: str = Field(
+        "", pattern=BRANCH_PATTERN, description="The commit's branch; baselines are updated only on main."
+    )
+    base_commit: str = Field(
+        "",
+        pattern=SHA_OR_EMPTY_PATTERN,
+        description="Full SHA of the base for A/B timing (empty: the commit of the profile's baseline run).",
+    )
+    workload: str = Field(
+        DEFAULT_WORKLOAD, pattern=WORKLOAD_PATTERN, description="Workload factory as 'module:function'."
+    )
+    workload_args: dict[str, str | int | float | bool] = Field(
+        default_factory=dict,
+        description="Keyword arguments of the workload factory (strings, numbers, booleans).",
+        json_schema_extra={KUBE_EXTENSION: True},
+    )
+    world_size: int = Field(8, ge=1, le=1024, description="GPUs of the ws=N benchmark (1: ws=1 only).")
+    steps: int = Field(60, ge=2, description="Measured training steps per world size.")
+    warmup: int = Field(10, ge=0, description="Steps run before measuring.")
+    tolerances: Tolerances = Field(
+        default_factory=Tolerances, description="What counts as a regression (benchgate's gate.tolerances)."
+    )
+    update_baseline: Literal["auto", "always", "never"] = Field(
+        "auto", description="auto: promote on main when every timing check passes; always; never."
+    )
+    accelerator_type: str = Field(
+        "nvidia.com/gpu", min_length=1, description="Extended resource of the GPU tasks."
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict, description="Node selector of the GPU tasks (the GPU node pool)."
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=lambda: [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")],
+        description="Tolerations of the GPU tasks.",
+    )
+    baseline_pvc: str = Field(
+        "",
+        description="A PersistentVolumeClaim for the baseline cache and spool (empty: none; MLflow keeps "
+        "baselines and history, and unsent results stay in the run's KFP artifacts).",
+    )
+    mlflow_experiment: str = Field("benchgate", min_length=1, description="MLflow experiment of the run.")
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Any other benchgate setting, shaped like the TOML file; the fields above win.",
+        json_schema_extra={KUBE_EXTENSION: True},
+    )
+    active_deadline_seconds: int | None = Field(
+        None, ge=1, description="Stop (terminate the KFP run, phase Failed) when running longer than this."
+    )
+    ttl_seconds_after_finished: int | None = Field(
+        None, ge=0, description="Delete the BenchmarkRun this long after it finished (unset: keep it)."
+    )
+
+
+class BenchmarkRunSpec(RunParameters):
+    """A BenchmarkRun: one commit through the benchgate pipeline. Immutable once created."""
+
+    commit: str = Field(
+        ...,
+        pattern=SHA_PATTERN,
+        description="Full SHA of the commit to benchmark (refs and short SHAs move, so are refused).",
+    )
+
+
+class RunTemplateMetadata(_Spec):
+    labels: dict[str, str] = Field(default_factory=dict, description="Labels of each created BenchmarkRun.")
+    annotations: dict[str, str] = Field(
+        default_factory=dict, description="Annotations of each created BenchmarkRun."
+    )
+
+
+class RunTemplate(_Spec):
+    metadata: RunTemplateMetadata = Field(default_factory=RunTemplateMetadata, description="Run metadata.")
+    spec: RunParameters = Field(
+        ..., description="The spec of each BenchmarkRun, without commit: the branch head is resolved."
+    )
+
+
+class BenchmarkScheduleSpec(_Spec):
+    """Benchmark the head of a branch on a cron schedule (nightly runs build the gate's history)."""
+
+    schedule: str = Field(..., min_length=1, description="Cron expression, five fields ('0 2 * * *').")
+    time_zone: str = Field("UTC", min_length=1, description="IANA time zone of the schedule.")
+    suspend: bool = Field(False, description="Create no runs while true.")
+    concurrency_policy: Literal["Allow", "Forbid", "Replace"] = Field(
+        "Forbid",
+        description="When a run of this schedule is still active: Allow another, Forbid (skip this time) "
+        "or Replace (delete the active one first).",
+    )
+    starting_deadline_seconds: int | None = Field(
+        None, ge=1, description="A missed time older than this is skipped (unset: never skipped)."
+    )
+    successful_runs_history_limit: int = Field(3, ge=0, description="Succeeded runs kept.")
+    failed_runs_history_limit: int = Field(1, ge=0, description="Failed or canceled runs kept.")
+    run_template: RunTemplate = Field(..., description="What each run benchmarks.")
+
+
+def parse_spec(model: type[_Spec], spec: Any) -> Any:
+    """Validate an object's spec; a bad field is a ConfigError naming `spec.<field>` and the value."""
+    try:
+        return model.model_validate(spec or {})
+    except ValidationError as e:
+        raise ConfigError(
+            "; ".join(
+                f"spec.{'.'.join(str(p) for p in item['loc'])}: got {item.get('input')!r} ({item['msg']})"
+                for item in e.errors()
+            )
+        ) from None
+
+
+def pipeline_arguments(spec: BenchmarkRunSpec, mlflow_tracking_uri: str, known: set[str]) -> dict[str, Any]:
+    """The pipeline's arguments for `spec`, validated as `benchgate submit` and the env task do."""
+    params = spec.model_dump(by_alias=False)
+    config = dict(params["config"])
+    tracking = dict(config.get("tracking") or {})
+    tracking["experiment"] = spec.mlflow_experiment
+    config["tracking"] = tracking
+    tolerances = spec.tolerances.model_dump()
+    arguments = {
+        "base_commit": spec.base_commit,
+        "workload": spec.workload,
+        "workload_args": dict(spec.workload_args),
+        "world_size_n": spec.world_size,
+        "steps": spec.steps,
+        "warmup": spec.warmup,
+        "tolerances": tolerances,
+        "update_baseline": spec.update_baseline,
+        "accelerator_type": spec.accelerator_type,
+        "gpu_node_selector": dict(spec.node_selector),
+        "gpu_tolerations": [{k: v for k, v in t.model_dump().items() if v} for t in spec.tolerations],
+        "baseline_pvc": spec.baseline_pvc,
+        "mlflow_tracking_uri": mlflow_tracking_uri,
+        "config": config,
+    }
+    arguments = {k: v for k, v in arguments.items() if k in known}
+    validated = build_arguments(spec.commit, spec.repository, spec.branch, arguments, known)
+    # The env task's validation, run here so a bad config never becomes a KFP run.
+    config_from_parameters(
+        config,
+        workload=spec.workload,
+        workload_args=dict(spec.workload_args),
+        world_size_n=spec.world_size,
+        steps=spec.steps,
+        warmup=spec.warmup,
+        tolerances=tolerances,
+        update_baseline=spec.update_baseline,
+        baseline_dir="/tmp/benchgate/baselines",
+        mlflow_tracking_uri=mlflow_tracking_uri,
+    )
+    return validated

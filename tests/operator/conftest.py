@@ -1,0 +1,262 @@
+"""The real controller (kopf, every handler) against kmock's emulated Kubernetes API and the FAKE KFP
+server (tests/fake_kfp_server.py), all in this process on 127.0.0.1.
+
+kmock is an emulator, not an API server: it assigns no uid, creationTimestamp or generation, never
+bumps resourceVersion, and replays objects on every watch (so create handlers can fire twice, which
+the controller must survive). `Cluster.create` fills in what an API server would, and can check the
+object against the CRD's schema first, as an API server does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import jsonschema
+import kopf
+import pytest
+import pytest_asyncio
+import yaml
+
+from benchgate.controller.access import GROUP, VERSION, allows
+from benchgate.controller.crds import benchmarkrun_crd, benchmarkschedule_crd
+from benchgate.controller.main import build, operate
+from benchgate.controller.settings import ControllerSettings
+from benchgate.kfp.submit import Connection
+from fake_kfp_server import FakeKfp, Scenario, serve
+
+REPO = Path(__file__).resolve().parents[2]
+SHA = "0123456789abcdef0123456789abcdef01234567"
+REPOSITORY = "https://github.com/example/trainer.git"
+POLL_S = 0.2
+TEST_CLIENT = {"User-Agent": "benchgate-tests"}
+VERBS = {"POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}
+SCHEMAS = {
+    "benchmarkruns": benchmarkrun_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"],
+    "benchmarkschedules": benchmarkschedule_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"],
+}
+
+
+class FastClock:
+    """The controller's clock, running `speed` times faster than real time from the moment it starts:
+    cron times, deadlines and TTLs of minutes pass in a fraction of a second."""
+
+    def __init__(self, speed: float) -> None:
+        self.speed = speed
+        self.start = datetime.now(UTC)
+        self.started = time.monotonic()
+
+    def __call__(self) -> datetime:
+        return self.start + timedelta(seconds=(time.monotonic() - self.started) * self.speed)
+
+
+def run_manifest(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "BenchmarkRun",
+        "metadata": {"name": name, "namespace": "team-a"},
+        "spec": {"commit": SHA, "repository": REPOSITORY, "worldSize": 2, **spec},
+    }
+
+
+def schema_errors(plural: str, manifest: dict[str, Any]) -> list[str]:
+    """What an API server's schema check would refuse (CEL rules aside), as messages."""
+    validator = jsonschema.Draft4Validator(_jsonschema(SCHEMAS[plural]))
+    return [f"{'.'.join(map(str, e.path))}: {e.message}" for e in validator.iter_errors(manifest)]
+
+
+def _jsonschema(node: Any) -> Any:
+    """The CRD's OpenAPI schema as JSON Schema: `nullable` allows null, unknown fields are errors
+    (kubectl's default strict field validation), vendor extensions dropped."""
+    if isinstance(node, list):
+        return [_jsonschema(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _jsonschema(v) for k, v in node.items() if not k.startswith("x-kubernetes") and k != "nullable"}
+    if node.get("nullable") and "type" in out:
+        out["type"] = [out["type"], "null"]
+    top_level = {"apiVersion", "kind", "metadata", "spec", "status"}
+    if (
+        "properties" in node
+        and "additionalProperties" not in node
+        and not node.get("x-kubernetes-preserve-unknown-fields")
+        and out["properties"].keys() != top_level
+    ):
+        out["additionalProperties"] = False
+    return out
+
+
+@dataclass
+class Cluster:
+    kmock: Any
+    url: str
+    kfp: FakeKfp
+    kfp_url: str
+    clock: Callable[[], datetime]
+    runtime: Any
+
+    def path(self, plural: str, namespace: str, name: str = "") -> str:
+        base = f"{self.url}/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural}"
+        return f"{base}/{name}" if name else base
+
+    async def create(self, manifest: dict[str, Any], plural: str = "benchmarkruns") -> dict[str, Any]:
+        """POST the object as kubectl would, with what an API server adds to metadata."""
+        body = {**manifest, "metadata": dict(manifest["metadata"])}
+        body["metadata"].setdefault("uid", str(uuid.uuid4()))
+        body["metadata"].setdefault("creationTimestamp", self.clock().strftime("%Y-%m-%dT%H:%M:%SZ"))
+        body["metadata"].setdefault("generation", 1)
+        body["metadata"].setdefault("resourceVersion", "1")
+        async with aiohttp.ClientSession(headers=TEST_CLIENT) as http:
+            response = await http.post(self.path(plural, body["metadata"]["namespace"]), json=body)
+            assert response.status in (200, 201), await response.text()
+            return dict(await response.json())
+
+    async def delete(self, name: str, namespace: str = "team-a", plural: str = "benchmarkruns") -> None:
+        async with aiohttp.ClientSession(headers=TEST_CLIENT) as http:
+            response = await http.delete(self.path(plural, namespace, name))
+            assert response.status == 200, await response.text()
+
+    def get(
+        self, name: str, namespace: str = "team-a", plural: str = "benchmarkruns"
+    ) -> dict[str, Any] | None:
+        for (resource, ns, obj_name), obj in self.kmock.objects.items():
+            if resource.plural == plural and ns == namespace and obj_name == name and not obj.deleted:
+                return dict(obj.raw)
+        return None
+
+    def names(self, namespace: str = "team-a", plural: str = "benchmarkruns") -> list[str]:
+        return [
+            name
+            for (resource, ns, name), obj in self.kmock.objects.items()
+            if resource.plural == plural and ns == namespace and not obj.deleted
+        ]
+
+    def status(self, name: str, plural: str = "benchmarkruns") -> dict[str, Any]:
+        obj = self.get(name, plural=plural)
+        return dict((obj or {}).get("status") or {})
+
+    async def wait(self, check: Callable[[], Any], timeout_s: float = 15.0, what: str = "") -> Any:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            value = check()
+            if value:
+                return value
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"timed out after {timeout_s} s waiting for {what or check}")
+
+    async def phase(self, name: str, phase: str, timeout_s: float = 15.0) -> dict[str, Any]:
+        result: dict[str, Any] = await self.wait(
+            lambda: self.status(name) if self.status(name).get("phase") == phase else None,
+            timeout_s,
+            f"{name} to reach phase {phase} (status now: {self.status(name)})",
+        )
+        return result
+
+    def events(self, reason: str | None = None) -> list[dict[str, Any]]:
+        found = [
+            dict(obj.raw)
+            for (resource, _ns, _name), obj in self.kmock.objects.items()
+            if resource.plural == "events" and not obj.deleted
+        ]
+        return [e for e in found if reason is None or e.get("reason") == reason]
+
+
+@pytest.fixture
+def fake_kfp() -> Iterator[tuple[FakeKfp, str]]:
+    state = FakeKfp(Scenario(token="controller-token", outcome="RUNNING"))
+    server, url = serve(state)
+    yield state, url
+    server.shutdown()
+
+
+@pytest_asyncio.fixture
+async def cluster(
+    kmock: Any, fake_kfp: tuple[FakeKfp, str], request: pytest.FixtureRequest
+) -> AsyncIterator[Cluster]:
+    """The controller running against the emulator; `indirect` parameters override its settings
+    (max_active_per_namespace, mlflow_uri, mlflow_ui) and the clock speed (`speed`)."""
+    options: dict[str, Any] = dict(getattr(request, "param", {}))
+    kmock.resources.load_bundled()
+    for plural, kind in (("benchmarkruns", "BenchmarkRun"), ("benchmarkschedules", "BenchmarkSchedule")):
+        kmock.resources[f"{GROUP}/{VERSION}/{plural}"] = {
+            "kind": kind,
+            "namespaced": True,
+            "verbs": {"list", "watch", "get", "create", "patch", "update", "delete"},
+            "subresources": {"status"},
+        }
+    state, kfp_url = fake_kfp
+    url = str(kmock.url).rstrip("/")
+    clock = FastClock(float(options.pop("speed", 1.0)))
+    precreate = options.pop("precreate", [])
+    settings = ControllerSettings(
+        kfp=Connection(kfp_url, "controller-token", kfp_url),
+        poll_s=POLL_S,
+        schedule_poll_s=POLL_S,
+        **options,
+    )
+    registry, runtime = build(settings, kube_host=url, clock=clock)
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        return kopf.ConnectionInfo(server=url)
+
+    harness = Cluster(kmock, url, state, kfp_url, clock, runtime)
+    for manifest in precreate:  # objects that exist before the controller starts watching
+        await harness.create(manifest)
+    # The controller runs in its own thread and event loop, as it would in its own pod: kopf cancels
+    # the tasks of its loop when it stops, which must not reach the test's.
+    loop = asyncio.new_event_loop()
+    stop, ready = asyncio.Event(), threading.Event()
+
+    async def main() -> None:
+        ready_flag = asyncio.Event()
+        waiter = asyncio.ensure_future(ready_flag.wait())
+        waiter.add_done_callback(lambda _: ready.set())
+        await operate(settings, registry, runtime, stop_flag=stop, ready_flag=ready_flag)
+
+    thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
+    thread.start()
+    assert await asyncio.to_thread(ready.wait, 20), "the controller did not start within 20 s"
+    yield harness
+    loop.call_soon_threadsafe(stop.set)
+    await asyncio.to_thread(thread.join, 20)
+    assert not thread.is_alive(), "the controller did not stop within 20 s"
+    # Every test doubles as an RBAC audit: the controller used nothing the chart does not grant.
+    assert forbidden_requests(kmock) == []
+
+
+def verb_of(request: Any) -> str:
+    method = str(request.method.value if hasattr(request.method, "value") else request.method).upper()
+    if method == "GET":
+        if str(request.params.get("watch", "")).lower() in ("true", "1"):
+            return "watch"
+        return "get" if request.name else "list"
+    return VERBS.get(method, method.lower())
+
+
+def forbidden_requests(kmock: Any) -> list[str]:
+    """Every request the controller sent that the chart's RBAC (access.REQUIRED_ACCESS) would refuse.
+    Discovery (no resource) is open to every authenticated client and is not counted."""
+    refused = []
+    for request in list(kmock):  # a kmock view iterates over the requests it served
+        if request.resource is None or request.resource.plural is None:  # discovery
+            continue
+        if request.headers.get("User-Agent") == TEST_CLIENT["User-Agent"]:
+            continue
+        resource = request.resource.plural + (f"/{request.subresource}" if request.subresource else "")
+        verb = verb_of(request)
+        if not allows(request.resource.group or "", resource, verb):
+            refused.append(f"{verb} {request.resource.group or 'core'}/{resource} ({request.url})")
+    return refused
+
+
+def load_yaml(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]

@@ -1,0 +1,699 @@
+"""The Helm chart charts/benchgate, rendered offline through the Helm SDK (helm-python-sdk).
+
+What holds the chart to the rest of benchgate:
+- its RBAC is exactly `benchgate.controller.access.REQUIRED_ACCESS` (no more: least privilege; no
+  less: the controller would fail on a 403);
+- its ConfigMap carries exactly the variables the controller's settings.py documents, and the
+  controller's own parser accepts what it renders;
+- every manifest passes the Kubernetes API schema, strictly (unknown fields fail), for the versions
+  Chart.yaml's kubeVersion claims;
+- every pod runs with the restricted-profile security settings;
+- values.schema.json refuses bad values, and every value is documented.
+The CRDs in files/crds/ are generated from the controller's models: only their identity (group, kind,
+names, scope, version) is asserted here, so the tests hold whatever schema they carry.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import helm_python
+import kubernetes_validate
+import pytest
+import yaml
+
+import benchgate
+from benchgate.controller.access import REQUIRED_ACCESS
+
+REPO = Path(__file__).resolve().parents[2]
+CHART_DIR = REPO / "charts" / "benchgate"
+SETTINGS_PY = REPO / "src" / "benchgate" / "controller" / "settings.py"
+
+RELEASE = "benchgate"
+NAMESPACE = "benchgate-system"
+KFP_HOST = "http://ml-pipeline.kubeflow:8888"
+SECRET = "benchgate-tokens"
+
+# Values on top of the defaults (kfp.host is added to each). "everything" turns every knob away from
+# its default at once, so a pass-through that breaks shows up in validation.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "crds-off": {"crds": {"enabled": False}},
+    "namespaced": {"rbac": {"namespaced": True}},
+    "existing-secret": {"existingSecret": SECRET},
+    "external-sa": {"serviceAccount": {"create": False, "name": "ci-bot"}, "rbac": {"create": False}},
+    "everything": {
+        "nameOverride": "bg",
+        "image": {
+            "repository": "registry.example.com/bg/operator",
+            "tag": "0.1.0-rc1",
+            "pullPolicy": "Always",
+        },
+        "imagePullSecrets": [{"name": "regcred"}],
+        "crds": {"keep": False},
+        "kfp": {"uiEndpoint": "https://kfp.example.com", "experiment": "nightly"},
+        "mlflow": {"trackingUri": "http://mlflow.mlflow:5000", "uiEndpoint": "https://mlflow.example.com"},
+        "controller": {"pollSeconds": 2.5, "schedulePollSeconds": 60, "maxActivePerNamespace": 0},
+        "existingSecret": SECRET,
+        "existingSecretKeys": {"kfpToken": "kfp", "mlflowToken": "mlflow"},
+        "serviceAccount": {"name": "bg-controller", "annotations": {"iam.example.com/role": "bg"}},
+        "rbac": {"namespaced": True},
+        "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": 1, "memory": "1Gi"}},
+        "tmpSizeLimit": "",
+        "podAnnotations": {"example.com/team": "ml"},
+        "podLabels": {"team": "ml"},
+        "priorityClassName": "platform-high",
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}],
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["system"]}]}
+                    ]
+                }
+            }
+        },
+    },
+}
+
+POD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet"}
+
+
+def merged(*layers: dict[str, Any]) -> dict[str, Any]:
+    """Deep merge, later layers win (what `helm -f a -f b` does with maps)."""
+    out: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if isinstance(value, dict) and isinstance(out.get(key), dict):
+                out[key] = merged(out[key], value)
+            else:
+                out[key] = copy.deepcopy(value)
+    return out
+
+
+def with_host(values: dict[str, Any]) -> dict[str, Any]:
+    return merged({"kfp": {"host": KFP_HOST}}, values)
+
+
+@pytest.fixture(scope="module")
+def chart() -> Iterator[helm_python.Chart]:
+    with helm_python.Chart.load(CHART_DIR) as loaded:
+        yield loaded
+
+
+def render_text(chart: helm_python.Chart, values: dict[str, Any]) -> dict[str, str]:
+    return chart.render(values, name=RELEASE, namespace=NAMESPACE)
+
+
+def render(chart: helm_python.Chart, variant_values: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rendered Kubernetes objects of a variant (kfp.host set), NOTES.txt left out."""
+    manifests = render_text(chart, with_host(variant_values))
+    return [
+        doc
+        for path, text in sorted(manifests.items())
+        if path.endswith((".yaml", ".yml"))
+        for doc in yaml.safe_load_all(text)
+        if doc
+    ]
+
+
+def of_kind(objects: list[dict[str, Any]], *kinds: str) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] in kinds]
+
+
+def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = of_kind(objects, kind)
+    assert len(found) == 1, f"expected one {kind}, got {len(found)}"
+    return found[0]
+
+
+def pod_specs(objects: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    specs = []
+    for obj in objects:
+        if obj["kind"] in POD_KINDS:
+            specs.append((f"{obj['kind']}/{obj['metadata']['name']}", obj["spec"]["template"]["spec"]))
+        elif obj["kind"] == "CronJob":
+            specs.append(
+                (f"CronJob/{obj['metadata']['name']}", obj["spec"]["jobTemplate"]["spec"]["template"]["spec"])
+            )
+        elif obj["kind"] == "Pod":
+            specs.append((f"Pod/{obj['metadata']['name']}", obj["spec"]))
+    return specs
+
+
+def controller_container(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    containers = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["controller"]
+    return containers[0]
+
+
+def env_of(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+# --- Kubernetes versions --------------------------------------------------------------------------
+
+
+def minor(version: str) -> tuple[int, int]:
+    major, minor_, *_ = re.findall(r"\d+", version)
+    return int(major), int(minor_)
+
+
+def claimed_versions() -> list[str]:
+    """Every Kubernetes minor that kubernetes-validate ships and Chart.yaml's kubeVersion admits."""
+    kube_version = yaml.safe_load((CHART_DIR / "Chart.yaml").read_text())["kubeVersion"]
+    match = re.fullmatch(r">=\s*(\d+\.\d+)\.0-0", kube_version)
+    assert match, f"kubeVersion {kube_version!r}: expected a plain lower bound such as '>=1.28.0-0'"
+    lowest = minor(match.group(1))
+    shipped = sorted({minor(v) for v in kubernetes_validate.utils.all_versions()})
+    assert lowest in shipped, f"kubernetes-validate has no schemas for {lowest}: cannot back the claim"
+    return [f"{a}.{b}" for a, b in shipped if (a, b) >= lowest]
+
+
+KUBE_VERSIONS = claimed_versions()
+# Every claimed version for the defaults; the oldest and newest for the other variants (a field that
+# exists in both exists in between), which keeps the whole file to a few seconds.
+ENDS = list(dict.fromkeys((KUBE_VERSIONS[0], KUBE_VERSIONS[-1])))
+VALIDATION_CASES = [("defaults", v) for v in KUBE_VERSIONS] + [
+    (name, v) for name in VARIANTS if name != "defaults" for v in ENDS
+]
+
+
+# --- Chart metadata, lint ------------------------------------------------------------------------
+
+
+def test_chart_metadata_matches_benchgate(chart: helm_python.Chart) -> None:
+    meta = chart.metadata
+    assert meta["apiVersion"] == "v2"
+    assert meta["name"] == "benchgate"
+    assert meta["version"] == "0.1.0"
+    # The default image tag is the appVersion: it must be the version the image is built from.
+    assert meta["appVersion"] == benchgate.__version__
+    assert chart.values["image"]["repository"] == "ghcr.io/benchgate/operator"
+
+
+def line_value(pattern: str, text: str, where: str) -> str:
+    match = re.search(pattern, text, re.M)
+    assert match, f"{where}: no line matches {pattern!r}"
+    return match[1]
+
+
+def test_operator_image_matches_chart() -> None:
+    dockerfile = (REPO / "images" / "operator" / "Dockerfile").read_text()
+    makefile = (REPO / "Makefile").read_text()
+    values = yaml.safe_load((CHART_DIR / "values.yaml").read_text())
+    # `make images` tags what the chart pulls by default.
+    repository = line_value(r"^OPERATOR_IMAGE_REPOSITORY \?= (\S+)$", makefile, "Makefile")
+    assert repository == values["image"]["repository"]
+    assert "images/operator/Dockerfile -t $(OPERATOR_IMAGE_REPOSITORY):$(VERSION)" in makefile
+    # The image's user is the UID the chart runs it as.
+    user = line_value(r"^USER (\d+)$", dockerfile, "Dockerfile")
+    assert user == str(values["podSecurityContext"]["runAsUser"])
+    # The CPU torch wheel at constraints.txt's pin, or pip would replace it with a CUDA build.
+    torch_pin = line_value(r"^torch==(\S+)$", (REPO / "constraints.txt").read_text(), "constraints.txt")
+    assert line_value(r"^ARG TORCH_VERSION=(\S+)$", dockerfile, "Dockerfile") == torch_pin
+    assert "download.pytorch.org/whl/cpu" in dockerfile
+    assert '".[operator]"' in dockerfile
+    assert 'CMD ["benchgate", "controller"]' in dockerfile
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_lint_strict_is_clean(variant: str) -> None:
+    report = helm_python.lint(
+        CHART_DIR,
+        with_host(VARIANTS[variant]),
+        strict=True,
+        namespace=NAMESPACE,
+        kube_version=f"v{KUBE_VERSIONS[0]}.0",
+    )
+    assert report["errors"] == []
+    # Severity 2 and 3 are warnings and errors; 1 is "info" (e.g. "icon is recommended").
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+# --- Kubernetes API schema -----------------------------------------------------------------------
+
+
+def test_validation_is_strict() -> None:
+    """Guard for the test below: a misspelt field must fail, or a pass there means nothing."""
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "x"},
+        "spec": {
+            "selector": {"matchLabels": {"a": "b"}},
+            "template": {
+                "metadata": {"labels": {"a": "b"}},
+                "spec": {
+                    "containers": [{"name": "c", "image": "i"}],
+                    "securityContext": {"runAsNonroot": True},
+                },
+            },
+        },
+    }
+    with pytest.raises(kubernetes_validate.ValidationError, match="runAsNonroot"):
+        kubernetes_validate.validate(deployment, KUBE_VERSIONS[0], strict=True)
+
+
+@pytest.mark.parametrize(("variant", "kube_version"), VALIDATION_CASES)
+def test_manifests_pass_the_kubernetes_schema(
+    chart: helm_python.Chart, variant: str, kube_version: str
+) -> None:
+    objects = render(chart, VARIANTS[variant])
+    assert objects
+    for obj in objects:
+        # Built-in kinds and the CustomResourceDefinitions (apiextensions.k8s.io/v1) alike.
+        kubernetes_validate.validate(obj, kube_version, strict=True)
+
+
+def test_expected_objects_per_variant(chart: helm_python.Chart) -> None:
+    def kinds(variant: str) -> list[str]:
+        return sorted(o["kind"] for o in render(chart, VARIANTS[variant]))
+
+    everything = ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "CustomResourceDefinition",
+                  "CustomResourceDefinition", "Deployment", "ServiceAccount"]  # fmt: skip
+    assert kinds("defaults") == everything
+    assert kinds("crds-off") == [k for k in everything if k != "CustomResourceDefinition"]
+    assert kinds("namespaced") == sorted(
+        {"ClusterRole": "Role", "ClusterRoleBinding": "RoleBinding"}.get(k, k) for k in everything
+    )
+    assert kinds("external-sa") == [k for k in everything if "Role" not in k and k != "ServiceAccount"]
+    # The chart never holds a token: no Secret in any variant.
+    for variant in VARIANTS:
+        assert of_kind(render(chart, VARIANTS[variant]), "Secret") == [], variant
+    # Namespaced objects land in the release namespace.
+    for obj in render(chart, VARIANTS["everything"]):
+        if obj["kind"] not in {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}:
+            assert obj["metadata"]["namespace"] == NAMESPACE, obj["kind"]
+
+
+# --- CRDs ----------------------------------------------------------------------------------------
+
+CRDS = {
+    "benchmarkruns.benchgate.dev": ("BenchmarkRun", "benchmarkruns", "br"),
+    "benchmarkschedules.benchgate.dev": ("BenchmarkSchedule", "benchmarkschedules", "bs"),
+}
+
+
+def test_crds_are_the_shipped_files_with_labels_and_keep(chart: helm_python.Chart) -> None:
+    crds = {c["metadata"]["name"]: c for c in of_kind(render(chart, {}), "CustomResourceDefinition")}
+    assert set(crds) == set(CRDS)
+    for name, (kind, plural, short) in CRDS.items():
+        crd = crds[name]
+        spec = crd["spec"]
+        assert spec["group"] == "benchgate.dev"
+        assert spec["scope"] == "Namespaced"
+        assert (spec["names"]["kind"], spec["names"]["plural"]) == (kind, plural)
+        assert short in spec["names"]["shortNames"]
+        versions = {v["name"]: v for v in spec["versions"]}
+        assert versions["v1alpha1"]["served"] and versions["v1alpha1"]["storage"]
+        assert "status" in versions["v1alpha1"]["subresources"]
+        assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+        assert crd["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE
+        # The template parses and re-emits each file to add labels and the annotation: nothing else
+        # may change on the way (numbers, strings that look like numbers, nesting).
+        shipped = yaml.safe_load((CHART_DIR / "files" / "crds" / f"{name}.yaml").read_text())
+        rendered = copy.deepcopy(crd)
+        for key in ("labels", "annotations"):
+            theirs = shipped["metadata"].pop(key, None) or {}
+            ours = rendered["metadata"].pop(key, None) or {}
+            assert theirs.keys() <= ours.keys(), f"{name}: the template dropped {key}"
+        assert rendered == shipped
+
+
+def test_a_missing_crd_file_fails_the_render(tmp_path: Path) -> None:
+    copy_dir = tmp_path / "benchgate"
+    shutil.copytree(CHART_DIR, copy_dir)
+    (copy_dir / "files" / "crds" / "benchmarkschedules.benchgate.dev.yaml").unlink()
+    with helm_python.Chart.load(copy_dir) as broken, pytest.raises(helm_python.HelmRenderError) as failure:
+        render_text(broken, with_host({}))
+    assert "benchmarkschedules.benchgate.dev.yaml is missing" in str(failure.value)
+    # Without the CRDs in the release, the files are not needed.
+    with helm_python.Chart.load(copy_dir) as broken:
+        render_text(broken, with_host(VARIANTS["crds-off"]))
+
+
+def test_crds_keep_and_enabled_toggles(chart: helm_python.Chart) -> None:
+    for crd in of_kind(render(chart, {"crds": {"keep": False}}), "CustomResourceDefinition"):
+        assert "helm.sh/resource-policy" not in crd["metadata"].get("annotations", {})
+    assert of_kind(render(chart, VARIANTS["crds-off"]), "CustomResourceDefinition") == []
+
+
+# --- The controller Deployment -------------------------------------------------------------------
+
+
+def test_deployment_defaults(chart: helm_python.Chart) -> None:
+    objects = render(chart, {})
+    deployment = one(objects, "Deployment")
+    # One controller at a time: no peering, so two pods would submit every run twice.
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    pod = deployment["spec"]["template"]
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+
+    container = controller_container(objects)
+    assert container["image"] == f"ghcr.io/benchgate/operator:{benchgate.__version__}"
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    assert container["command"] == ["benchgate", "controller"]
+    assert container["args"] == ["--liveness", "http://0.0.0.0:8080/healthz"]
+    probe = container["livenessProbe"]["httpGet"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert probe["path"] == "/healthz"
+    assert ports[probe["port"]] == 8080
+    assert container["resources"] == {
+        "requests": {"cpu": "50m", "memory": "128Mi"},
+        "limits": {"memory": "256Mi"},
+    }
+    configmap = one(objects, "ConfigMap")
+    assert container["envFrom"] == [{"configMapRef": {"name": configmap["metadata"]["name"]}}]
+    # No existingSecret: no token variables at all.
+    assert set(env_of(container)) == {"HOME"}
+    assert pod["spec"]["serviceAccountName"] == one(objects, "ServiceAccount")["metadata"]["name"]
+
+
+def test_deployment_passes_pod_values_through(chart: helm_python.Chart) -> None:
+    values = VARIANTS["everything"]
+    objects = render(chart, values)
+    pod = one(objects, "Deployment")["spec"]["template"]
+    spec = pod["spec"]
+    container = controller_container(objects)
+    assert container["image"] == "registry.example.com/bg/operator:0.1.0-rc1"
+    assert container["imagePullPolicy"] == "Always"
+    assert container["resources"] == values["resources"]
+    assert env_of(container)["HTTPS_PROXY"] == values["extraEnv"][0]
+    assert spec["imagePullSecrets"] == values["imagePullSecrets"]
+    assert spec["nodeSelector"] == values["nodeSelector"]
+    assert spec["tolerations"] == values["tolerations"]
+    assert spec["affinity"] == values["affinity"]
+    assert spec["priorityClassName"] == values["priorityClassName"]
+    assert spec["serviceAccountName"] == "bg-controller"
+    assert pod["metadata"]["annotations"]["example.com/team"] == "ml"
+    assert pod["metadata"]["labels"]["team"] == "ml"
+    tmp = next(v for v in spec["volumes"] if v["name"] == "tmp")
+    assert tmp == {"name": "tmp", "emptyDir": {}}
+    assert (
+        one(objects, "ServiceAccount")["metadata"]["annotations"] == values["serviceAccount"]["annotations"]
+    )
+
+
+def test_a_settings_change_restarts_the_controller(chart: helm_python.Chart) -> None:
+    def checksum(values: dict[str, Any]) -> str:
+        return one(render(chart, values), "Deployment")["spec"]["template"]["metadata"]["annotations"][
+            "checksum/config"
+        ]
+
+    assert checksum({}) == checksum({})
+    assert checksum({}) != checksum({"controller": {"pollSeconds": 10}})
+    assert checksum({}) != checksum({"kfp": {"experiment": "other"}})
+
+
+def test_existing_secret_supplies_optional_tokens(chart: helm_python.Chart) -> None:
+    env = env_of(controller_container(render(chart, VARIANTS["existing-secret"])))
+    assert env["KFP_TOKEN"]["valueFrom"] == {
+        "secretKeyRef": {"name": SECRET, "key": "kfpToken", "optional": True}
+    }
+    assert env["MLFLOW_TRACKING_TOKEN"]["valueFrom"] == {
+        "secretKeyRef": {"name": SECRET, "key": "mlflowToken", "optional": True}
+    }
+    env = env_of(controller_container(render(chart, VARIANTS["everything"])))
+    assert env["KFP_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "kfp"
+    assert env["MLFLOW_TRACKING_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "mlflow"
+
+
+# --- Secure defaults -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_pod_runs_restricted(chart: helm_python.Chart, variant: str) -> None:
+    objects = render(chart, VARIANTS[variant])
+    specs = pod_specs(objects)
+    assert specs, "no pod rendered"
+    for where, spec in specs:
+        pod_sc = spec["securityContext"]
+        assert pod_sc["runAsNonRoot"] is True, where
+        assert (pod_sc["runAsUser"], pod_sc["runAsGroup"], pod_sc["fsGroup"]) == (10001, 10001, 10001), where
+        assert pod_sc["seccompProfile"] == {"type": "RuntimeDefault"}, where
+        volumes = {v["name"]: v for v in spec.get("volumes", [])}
+        for container in spec["containers"] + spec.get("initContainers", []):
+            sc = container["securityContext"]
+            assert sc["allowPrivilegeEscalation"] is False, where
+            assert sc["readOnlyRootFilesystem"] is True, where
+            assert sc["privileged"] is False, where
+            assert sc["capabilities"] == {"drop": ["ALL"]}, where
+            assert sc.get("runAsNonRoot", True) is True and sc.get("runAsUser", 10001) != 0, where
+            # A read-only root needs a writable HOME: git and MLflow write there.
+            assert env_of(container)["HOME"]["value"] == "/tmp", where
+            tmp = next(m for m in container["volumeMounts"] if m["mountPath"] == "/tmp")
+            assert "emptyDir" in volumes[tmp["name"]], where
+    # The API token goes only where it is used: the controller pod, not every user of the account.
+    deployment_spec = one(objects, "Deployment")["spec"]["template"]["spec"]
+    assert deployment_spec["automountServiceAccountToken"] is True
+    for account in of_kind(objects, "ServiceAccount"):
+        assert account["automountServiceAccountToken"] is False
+
+
+# --- RBAC ----------------------------------------------------------------------------------------
+
+
+def triples(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {
+        (group, resource, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+REQUIRED = {(a.api_group, a.resource, verb) for a in REQUIRED_ACCESS for verb in a.verbs}
+
+
+@pytest.mark.parametrize("namespaced", [False, True])
+def test_rbac_is_exactly_the_required_access(chart: helm_python.Chart, namespaced: bool) -> None:
+    objects = render(chart, {"rbac": {"namespaced": namespaced}})
+    role_kind = "Role" if namespaced else "ClusterRole"
+    assert of_kind(objects, "Role", "ClusterRole") == of_kind(objects, role_kind)
+    role = one(objects, role_kind)
+    binding = one(objects, f"{role_kind}Binding")
+    rules = role["rules"]
+
+    assert triples(rules) == REQUIRED
+    for rule in rules:
+        # Only what is listed: no wildcards, no resourceNames/nonResourceURLs surprises.
+        assert set(rule) == {"apiGroups", "resources", "verbs"}
+        assert "*" not in json.dumps(rule)
+        assert not {"secrets", "pods", "namespaces"} & set(rule["resources"])
+
+    if namespaced:
+        assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == NAMESPACE
+    else:
+        assert "namespace" not in role["metadata"]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": role_kind,
+        "name": role["metadata"]["name"],
+    }
+    account = one(objects, "ServiceAccount")["metadata"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["name"], "namespace": NAMESPACE}
+    ]
+    # The controller watches exactly where its Role reaches.
+    configmap = one(objects, "ConfigMap")
+    assert configmap["data"]["BENCHGATE_WATCH_NAMESPACE"] == (NAMESPACE if namespaced else "")
+
+
+def test_rbac_and_service_account_can_be_left_to_the_user(chart: helm_python.Chart) -> None:
+    objects = render(chart, VARIANTS["external-sa"])
+    assert (
+        of_kind(objects, "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding", "ServiceAccount") == []
+    )
+    assert one(objects, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "ci-bot"
+    default_account = render(chart, {"serviceAccount": {"create": False}})
+    assert one(default_account, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == "default"
+
+
+# --- Settings ------------------------------------------------------------------------------------
+
+
+def documented_settings() -> dict[str, str]:
+    """settings.py's docstring table: variable name -> its description's first line."""
+    tree = ast.parse(SETTINGS_PY.read_text())
+    doc = ast.get_docstring(tree, clean=False) or ""
+    # A row: the variable's name at the start of a line, two or more spaces, its description.
+    table = dict(re.findall(r"^[ \t]*([A-Z][A-Z0-9_]+) {2,}(.+)$", doc, re.M))
+    assert "KFP_HOST" in table, "settings.py's docstring no longer lists the variables"
+    return table
+
+
+def test_configmap_carries_exactly_the_documented_settings(chart: helm_python.Chart) -> None:
+    documented = documented_settings()
+    # The tokens come from existingSecret, never from the ConfigMap.
+    from_secret = {name for name, text in documented.items() if "existingSecret" in text}
+    assert from_secret == {"KFP_TOKEN", "MLFLOW_TRACKING_TOKEN"}
+
+    configmap = one(render(chart, {}), "ConfigMap")
+    assert set(configmap["data"]) == set(documented) - from_secret
+    env = env_of(controller_container(render(chart, VARIANTS["existing-secret"])))
+    assert {name for name, e in env.items() if "secretKeyRef" in e.get("valueFrom", {})} == from_secret
+
+
+def test_controller_parses_what_the_chart_renders(chart: helm_python.Chart) -> None:
+    # Imported here: a broken controller module fails this test, not the whole file.
+    from benchgate.controller import settings as settings_module
+
+    values = VARIANTS["everything"]
+    data = one(render(chart, values), "ConfigMap")["data"]
+    settings = settings_module.settings_from_env(data)
+    assert settings.kfp.host == KFP_HOST
+    assert settings.experiment == "nightly"
+    assert settings.mlflow_uri == values["mlflow"]["trackingUri"]
+    assert settings.mlflow_ui == values["mlflow"]["uiEndpoint"]
+    assert settings.poll_s == 2.5
+    assert settings.schedule_poll_s == 60
+    assert settings.max_active_per_namespace == 0
+    assert settings.watch_namespace == NAMESPACE
+    # The defaults parse too, to the controller's own defaults.
+    defaults = settings_module.settings_from_env(one(render(chart, {}), "ConfigMap")["data"])
+    assert (defaults.poll_s, defaults.schedule_poll_s, defaults.max_active_per_namespace) == (30, 30, 4)
+    assert defaults.watch_namespace == ""
+
+
+def test_missing_kfp_host_fails_the_render_naming_it(chart: helm_python.Chart) -> None:
+    with pytest.raises(helm_python.HelmRenderError, match=r"kfp\.host"):
+        render_text(chart, {})
+    with pytest.raises(helm_python.HelmRenderError, match=r"kfp\.host"):
+        render_text(chart, {"kfp": {"host": ""}})
+
+
+def test_notes_describe_the_install(chart: helm_python.Chart) -> None:
+    notes = render_text(chart, with_host(VARIANTS["namespaced"]))["benchgate/templates/NOTES.txt"]
+    assert KFP_HOST in notes
+    assert f"watches only namespace {NAMESPACE}" in notes
+
+
+# --- values.schema.json --------------------------------------------------------------------------
+
+
+def test_schema_accepts_the_defaults_and_every_variant(chart: helm_python.Chart) -> None:
+    assert chart.schema["$schema"] == "http://json-schema.org/draft-07/schema#"
+    chart.validate_schema(chart.values)
+    for values in VARIANTS.values():
+        chart.validate_schema(with_host(values))
+    # Set by Helm when the chart is a subchart of another.
+    chart.validate_schema({"global": {"imageRegistry": "x"}})
+
+
+BAD_VALUES = [
+    ({"replicaCount": 2}, "replicaCount"),  # not a value: exactly one controller runs
+    ({"bogus": True}, "bogus"),
+    ({"image": {"pullPolicy": "Sometimes"}}, "pullPolicy"),
+    ({"image": {"tag": 1}}, "tag"),
+    ({"image": {"repository": ""}}, "repository"),
+    ({"image": {"registry": "x"}}, "registry"),
+    ({"imagePullSecrets": ["regcred"]}, "imagePullSecrets"),
+    ({"crds": {"enabled": "true"}}, "enabled"),
+    ({"kfp": {"host": "ml-pipeline.kubeflow:8888"}}, "host"),
+    ({"kfp": {"hots": KFP_HOST}}, "hots"),
+    ({"kfp": {"experiment": ""}}, "experiment"),
+    ({"mlflow": {"uiEndpoint": "mlflow.example.com"}}, "uiEndpoint"),
+    ({"controller": {"pollSeconds": -1}}, "pollSeconds"),
+    ({"controller": {"pollSeconds": 0}}, "pollSeconds"),
+    ({"controller": {"pollSeconds": "30"}}, "pollSeconds"),
+    ({"controller": {"schedulePollSeconds": -5}}, "schedulePollSeconds"),
+    ({"controller": {"maxActivePerNamespace": -1}}, "maxActivePerNamespace"),
+    ({"controller": {"maxActivePerNamespace": 1.5}}, "maxActivePerNamespace"),
+    ({"existingSecret": "Not_A_Name"}, "existingSecret"),
+    ({"existingSecret": {"name": SECRET}}, "existingSecret"),
+    ({"existingSecretKeys": {"kfpToken": "a key"}}, "kfpToken"),
+    ({"serviceAccount": {"create": "yes"}}, "create"),
+    ({"serviceAccount": {"annotations": {"a": 1}}}, "annotations"),
+    ({"rbac": {"namespaced": 1}}, "namespaced"),
+    ({"rbac": {"clusterWide": True}}, "clusterWide"),
+    ({"extraEnv": [{"value": "no name"}]}, "extraEnv"),
+    ({"resources": {"limits": {"memory": "lots"}}}, "memory"),
+    ({"resources": {"limit": {"memory": "1Gi"}}}, "limit"),
+    ({"podSecurityContext": {"runAsNonRoot": "true"}}, "runAsNonRoot"),
+    ({"podSecurityContext": {"runAsUser": -1}}, "runAsUser"),
+    ({"securityContext": {"readOnlyRootFilesystem": "yes"}}, "readOnlyRootFilesystem"),
+    ({"tmpSizeLimit": "big"}, "tmpSizeLimit"),
+    ({"nodeSelector": {"pool": True}}, "nodeSelector"),
+    ({"tolerations": {"key": "x"}}, "tolerations"),
+]
+
+
+@pytest.mark.parametrize(("values", "named"), BAD_VALUES, ids=[json.dumps(v) for v, _ in BAD_VALUES])
+def test_schema_rejects_bad_values(chart: helm_python.Chart, values: dict[str, Any], named: str) -> None:
+    with pytest.raises(helm_python.HelmValuesError, match=re.escape(named)):
+        chart.validate_schema(with_host(values))
+
+
+def test_render_enforces_the_schema(chart: helm_python.Chart) -> None:
+    with pytest.raises(helm_python.HelmValuesError, match="pollSeconds"):
+        render_text(chart, with_host({"controller": {"pollSeconds": -1}}))
+
+
+# --- values.yaml documentation -------------------------------------------------------------------
+
+KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_.-]+):(?P<rest>.*)$")
+
+
+def test_every_value_is_documented() -> None:
+    """helm-docs style: each leaf value, or a map that holds it, has a `# --` comment right above.
+
+    The line walk reads block-style maps only, which is how values.yaml is written; the leaf count is
+    checked against the parsed YAML so that a value the walk cannot see fails rather than slips by.
+    """
+    lines = (CHART_DIR / "values.yaml").read_text().splitlines()
+    parsed = yaml.safe_load("\n".join(lines))
+
+    def leaves(node: Any, prefix: str = "") -> set[str]:
+        if isinstance(node, dict) and node:
+            return set().union(*(leaves(v, f"{prefix}{k}.") for k, v in node.items()))
+        return {prefix.rstrip(".")}
+
+    def doc_above(index: int) -> str | None:
+        """The `# --` comment of the key on lines[index]: the comment block directly above it."""
+        text = None
+        j = index - 1
+        while j >= 0 and lines[j].strip().startswith("#"):
+            stripped = lines[j].strip()
+            if stripped.startswith("# --"):
+                text = stripped[len("# --") :].strip()
+            j -= 1
+        return text
+
+    stack: list[tuple[int, str, bool]] = []  # (indent, key, documented) of the enclosing maps
+    seen: set[str] = set()
+    undocumented: list[str] = []
+    for index, line in enumerate(lines):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = KEY_LINE.match(line)
+        # Block lists ("- item") and multi-line strings would hide keys from the walk.
+        assert match, f"values.yaml:{index + 1}: {line.strip()!r}: write it as a flow collection or one line"
+        indent = len(match["indent"])
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        path = ".".join([k for _, k, _ in stack] + [match["key"]])
+        documented = doc_above(index)
+        if documented == "":
+            undocumented.append(f"{path} (empty `# --` comment)")
+        covered = bool(documented) or any(d for _, _, d in stack)
+        value = match["rest"].split(" #")[0].strip()
+        if value:  # a leaf: a scalar, or an inline [] / {} / flow collection
+            seen.add(path)
+            if not covered:
+                undocumented.append(path)
+        else:
+            stack.append((indent, match["key"], bool(documented)))
+    assert undocumented == [], f"values without a `# --` comment: {undocumented}"
+    assert seen == leaves(parsed), "values.yaml holds values the line walk did not read"

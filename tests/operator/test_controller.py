@@ -1,0 +1,226 @@
+"""The controller's BenchmarkRun life cycle, end to end: real kopf, kmock's API, the FAKE KFP server.
+
+Each test also audits the controller's API requests against the chart's RBAC (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from benchgate.controller.status import kfp_run_name
+from conftest import POLL_S, SHA, Cluster, run_manifest, schema_errors
+
+pytestmark = pytest.mark.asyncio
+
+
+def kfp_run_id(cluster: Cluster, name: str) -> str:
+    return str(cluster.status(name)["kfpRunId"])
+
+
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    (found,) = [c for c in status.get("conditions", []) if c["type"] == kind]
+    return dict(found)
+
+
+async def test_create_submits_one_kfp_run_and_follows_it(cluster: Cluster) -> None:
+    await cluster.create(run_manifest("pr-1", branch="feature/x", workloadArgs={"size": "tiny"}))
+    status = await cluster.phase("pr-1", "Running")
+    assert status["shortCommit"] == SHA[:12] and status["kfpState"] == "RUNNING"
+    assert status["kfpRunUrl"] == f"{cluster.kfp_url}/#/runs/details/{status['kfpRunId']}"
+    assert status["startTime"].endswith("Z") and status["observedGeneration"] == 1
+    (body,) = cluster.kfp.created_runs
+    parameters = body["runtime_config"]["parameters"]
+    assert parameters["commit"] == SHA and parameters["world_size_n"] == 2
+    assert parameters["branch"] == "feature/x" and parameters["workload_args"] == {"size": "tiny"}
+    assert body["display_name"] == status["kfpRunName"]
+    assert condition(status, "Submitted")["reason"] == "KfpRunCreated"
+
+
+@pytest.mark.parametrize(
+    "cluster", [{"precreate": [run_manifest("early-1"), run_manifest("early-2")]}], indirect=True
+)
+async def test_objects_that_existed_before_the_controller_get_one_run_each(cluster: Cluster) -> None:
+    """kmock replays existing objects on every watch, so their create handler fires more than once."""
+    for name in ("early-1", "early-2"):
+        await cluster.phase(name, "Running")
+    await cluster.wait(lambda: cluster.kfp.calls("GET", "/runs/") >= 6, what="a few polls")
+    assert cluster.kfp.calls("POST", "/runs") == 2
+    assert sorted(r["display_name"] for r in cluster.kfp.created_runs) == sorted(
+        cluster.status(n)["kfpRunName"] for n in ("early-1", "early-2")
+    )
+
+
+async def test_a_run_submitted_before_a_restart_is_attached_to_not_submitted_again(cluster: Cluster) -> None:
+    """A controller that died after creating the KFP run but before writing status: the next attempt
+    finds the run by its deterministic name and attaches."""
+    manifest = run_manifest("pr-2")
+    manifest["metadata"]["uid"] = "8f1d0c1e-0000-4000-8000-000000000002"
+    name = kfp_run_name("team-a", "pr-2", manifest["metadata"]["uid"])
+    experiment = {"experiment_id": "exp-1", "display_name": "benchgate"}
+    cluster.kfp.experiments["exp-1"] = experiment
+    cluster.kfp.runs["run-before"] = {
+        "run_id": "run-before",
+        "display_name": name,
+        "experiment_id": "exp-1",
+        "state": "RUNNING",
+    }
+    await cluster.create(manifest)
+    status = await cluster.phase("pr-2", "Running")
+    assert status["kfpRunId"] == "run-before"
+    assert "attached to existing" in condition(status, "Submitted")["message"]
+    assert cluster.kfp.calls("POST", "/runs") == 0
+
+
+@pytest.mark.parametrize(
+    ("state", "outcome", "phase", "reason"),
+    [
+        ("SUCCEEDED", "SUCCEEDED", "Succeeded", "GatePassed"),
+        ("FAILED", "GATE_FAILED", "Failed", "Regression"),
+        ("FAILED", "TASK_FAILED", "Failed", "RunFailed"),
+        ("CANCELED", "CANCELED", "Canceled", "KfpCanceled"),
+    ],
+)
+async def test_final_kfp_states_are_mirrored(
+    cluster: Cluster, state: str, outcome: str, phase: str, reason: str
+) -> None:
+    await cluster.create(run_manifest("pr-3"))
+    await cluster.phase("pr-3", "Running")
+    cluster.kfp.force(kfp_run_id(cluster, "pr-3"), state, outcome)
+    status = await cluster.phase("pr-3", phase)
+    assert status["kfpState"] == state and status["completionTime"] >= status["startTime"]
+    assert condition(status, "Finished")["reason"] == reason
+    # Without MLflow the verdict cannot be read; the status says so instead of guessing.
+    assert condition(status, "VerdictRead")["status"] == "False" and "verdict" not in status
+
+
+async def test_pending_kfp_run_reads_as_submitted(cluster: Cluster) -> None:
+    await cluster.create(run_manifest("pr-4"))
+    await cluster.wait(lambda: cluster.status("pr-4").get("kfpRunId"), what="a KFP run")
+    cluster.kfp.force(kfp_run_id(cluster, "pr-4"), "PENDING")
+    await cluster.wait(lambda: cluster.status("pr-4").get("kfpState") == "PENDING", what="PENDING")
+    assert cluster.status("pr-4")["phase"] == "Submitted"
+
+
+async def test_kfp_down_then_up_is_retried_into_one_run(cluster: Cluster) -> None:
+    cluster.kfp.scenario.fail_with = 503
+    await cluster.create(run_manifest("pr-5"))
+    status = await cluster.phase("pr-5", "Pending")
+    assert condition(status, "Submitted")["reason"] == "KfpUnavailable"
+    await cluster.wait(lambda: cluster.kfp.calls("GET", "/healthz") >= 2, what="a retry")
+    cluster.kfp.scenario.fail_with = None
+    await cluster.phase("pr-5", "Running")
+    assert cluster.kfp.calls("POST", "/runs") == 1
+
+
+async def test_a_run_kfp_rejects_fails_permanently_with_an_event(cluster: Cluster) -> None:
+    cluster.kfp.scenario.reject_runs = True
+    await cluster.create(run_manifest("pr-6"))
+    status = await cluster.phase("pr-6", "Failed")
+    submitted = condition(status, "Submitted")
+    assert submitted["reason"] == "KfpRejected" and "HTTP 400" in submitted["message"]
+    await cluster.wait(lambda: cluster.events("KfpRejected"), what="a KfpRejected event")
+    posts = cluster.kfp.calls("POST", "/runs")
+    await cluster.wait(lambda: cluster.kfp.calls("GET", "/healthz") >= 0 and True, timeout_s=1)
+    assert posts == 1 and cluster.kfp.calls("POST", "/runs") == 1  # not retried
+    assert not cluster.kfp.runs
+
+
+async def test_a_refused_token_fails_once_and_is_not_retried(cluster: Cluster) -> None:
+    cluster.kfp.scenario.token = "another-token"
+    await cluster.create(run_manifest("pr-7"))
+    status = await cluster.phase("pr-7", "Failed")
+    assert condition(status, "Submitted")["reason"] == "KfpUnauthorized"
+    assert "refused the credentials: HTTP 401" in condition(status, "Submitted")["message"]
+    seen = len(cluster.kfp.requests)
+    await cluster.wait(lambda: False, timeout_s=5 * POLL_S) if False else None
+    import asyncio
+
+    await asyncio.sleep(5 * POLL_S)
+    assert len(cluster.kfp.requests) == seen and not cluster.kfp.runs
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "value"),
+    [
+        ({"commit": "main"}, "spec.commit", "'main'"),
+        ({"worldSize": -2}, "spec.worldSize", "-2"),
+        ({"stepz": 10}, "spec.stepz", "10"),
+        ({"repository": "ext::sh -c touch% /tmp/pwned"}, "spec.repository", "ext::sh"),
+        ({"tolerances": {"throughput_drop_pct": -3}}, "spec.tolerances.throughput_drop_pct", "-3"),
+    ],
+)
+async def test_bad_specs_are_refused_by_the_schema_and_by_the_controller(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture, spec: dict[str, Any], field: str, value: str
+) -> None:
+    manifest = run_manifest("bad", **spec)
+    # An API server with the CRD refuses it already ...
+    assert schema_errors("benchmarkruns", manifest), manifest
+    # ... and one without it (or with an old CRD) hands it to the controller, which refuses it too.
+    caplog.set_level(logging.INFO)
+    await cluster.create(manifest)
+    status = await cluster.phase("bad", "Failed")
+    message = condition(status, "Submitted")["message"]
+    assert field in message and value in message
+    await cluster.wait(lambda: cluster.events("InvalidSpec"), what="an InvalidSpec event")
+    assert cluster.kfp.requests == []  # KFP never heard of it
+    assert not [r for r in caplog.records if r.exc_info], "a traceback in the controller log"
+
+
+async def test_deleting_a_running_benchmarkrun_terminates_its_kfp_run(cluster: Cluster) -> None:
+    await cluster.create(run_manifest("pr-8"))
+    await cluster.phase("pr-8", "Running")
+    run_id = kfp_run_id(cluster, "pr-8")
+    await cluster.delete("pr-8")
+    await cluster.wait(lambda: cluster.get("pr-8") is None, what="pr-8 to be gone")
+    assert cluster.kfp.terminated == [run_id]
+
+
+async def test_deleting_a_finished_benchmarkrun_leaves_kfp_alone(cluster: Cluster) -> None:
+    await cluster.create(run_manifest("pr-9"))
+    await cluster.phase("pr-9", "Running")
+    cluster.kfp.force(kfp_run_id(cluster, "pr-9"), "SUCCEEDED")
+    await cluster.phase("pr-9", "Succeeded")
+    await cluster.delete("pr-9")
+    await cluster.wait(lambda: cluster.get("pr-9") is None, what="pr-9 to be gone")
+    assert cluster.kfp.terminated == []
+
+
+@pytest.mark.parametrize("cluster", [{"speed": 120.0}], indirect=True)
+async def test_active_deadline_terminates_the_run(cluster: Cluster) -> None:
+    await cluster.create(run_manifest("slow", activeDeadlineSeconds=60))
+    status = await cluster.phase("slow", "Failed")
+    assert condition(status, "Finished")["reason"] == "DeadlineExceeded"
+    assert cluster.kfp.terminated == [status["kfpRunId"]]
+
+
+@pytest.mark.parametrize("cluster", [{"speed": 120.0}], indirect=True)
+async def test_ttl_after_finished_deletes_the_run(cluster: Cluster) -> None:
+    await cluster.create(run_manifest("done", ttlSecondsAfterFinished=60))
+    await cluster.create(run_manifest("kept"))
+    for name in ("done", "kept"):
+        await cluster.phase(name, "Running")
+        cluster.kfp.force(kfp_run_id(cluster, name), "SUCCEEDED")
+        await cluster.phase(name, "Succeeded")
+    await cluster.wait(lambda: cluster.get("done") is None, what="the TTL to delete 'done'")
+    assert cluster.get("kept") is not None  # no TTL: kept
+
+
+@pytest.mark.parametrize("cluster", [{"max_active_per_namespace": 2}], indirect=True)
+async def test_the_namespace_concurrency_limit_queues_runs(cluster: Cluster) -> None:
+    for name in ("q-1", "q-2", "q-3"):
+        await cluster.create(run_manifest(name))
+    other = run_manifest("elsewhere")
+    other["metadata"]["namespace"] = "team-b"
+    await cluster.create(other)
+    await cluster.phase("q-1", "Running")
+    await cluster.phase("q-2", "Running")
+    queued = await cluster.phase("q-3", "Pending")
+    assert condition(queued, "Submitted")["reason"] == "Queued"
+    await cluster.wait(lambda: (cluster.get("elsewhere", "team-b") or {}).get("status", {}).get("kfpRunId"))
+    assert cluster.kfp.calls("POST", "/runs") == 3  # q-1, q-2 and team-b's run
+    cluster.kfp.force(kfp_run_id(cluster, "q-1"), "SUCCEEDED")
+    await cluster.phase("q-3", "Running")
+    assert cluster.kfp.calls("POST", "/runs") == 4

@@ -8,12 +8,16 @@ runs through the scenario, or one run with `force`), can make the whole server a
 (`scenario.fail_with`, e.g. 503 while "down"), and can make it reject new runs as invalid
 (`scenario.reject_runs`). Terminating a run (`POST /runs/{id}:terminate`, as
 `kfp.Client.terminate_run` sends) ends it CANCELED.
+
+`created_at` holds, for each entry of `created_runs` (same index), the `time.monotonic()` at which the
+server accepted that POST /runs: benchmarks use it to time submissions as the server saw them.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -45,6 +49,7 @@ class FakeKfp:
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)
     polls: dict[str, int] = field(default_factory=dict)
     created_runs: list[dict[str, Any]] = field(default_factory=list)
+    created_at: list[float] = field(default_factory=list)  # time.monotonic() per created_runs entry
     terminated: list[str] = field(default_factory=list)
     # Per-run state set by a test, overriding the scenario: (state, outcome for task details).
     forced: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -175,8 +180,10 @@ class _Handler(BaseHTTPRequestHandler):
             "created_at": CREATED_AT,
             "runtime_config": {"parameters": parameters},
         }
-        fake.runs[run["run_id"]] = run
-        fake.created_runs.append(body)
+        with fake.lock:
+            fake.runs[run["run_id"]] = run
+            fake.created_runs.append(body)
+            fake.created_at.append(time.monotonic())
         return self._send(200, run)
 
     def _terminate(self, run_id: str) -> None:

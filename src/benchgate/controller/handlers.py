@@ -60,6 +60,10 @@ class Runtime:
     # Runs holding a slot of their namespace's concurrency limit (by name), claimed before submitting.
     slots: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     slot_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # What the create handler decided per object uid: "submitted" or "refused". kmock (and a watch that
+    # restarts) can deliver an object's creation again with its old body, before our status; this
+    # memory keeps a second firing from reaching KFP again. After a restart, `ensure_run` finds the run.
+    decided: dict[str, str] = field(default_factory=dict)
     known_parameters: set[str] = field(default_factory=pipeline_parameter_names)
 
 
@@ -67,7 +71,10 @@ def _reject(body: Any, patch: kopf.Patch, status: Any, reason: str, message: str
     patch.status["phase"] = st.FAILED
     patch.status["completionTime"] = st.timestamp(now)
     patch.status["conditions"] = st.merge_conditions(
-        status.get("conditions"), st.condition("Submitted", False, reason, message, now)
+        status.get("conditions"),
+        st.condition("Submitted", False, reason, message, now),
+        # Finished too, so `kubectl wait --for=condition=Finished` ends for refused runs as well.
+        st.condition("Finished", True, reason, message, now),
     )
     kopf.warn(body, reason=reason, message=message[:1000])
 
@@ -110,12 +117,13 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
         **_: Any,
     ) -> None:
         rt, now = memo, memo.clock()
-        if status.get("kfpRunId"):
-            return  # submitted already: this is the create event seen a second time
+        if status.get("kfpRunId") or status.get("phase") in st.TERMINAL_PHASES or uid in rt.decided:
+            return  # submitted or refused already: this is the create event seen a second time
         try:
             parsed = parse_spec(BenchmarkRunSpec, dict(spec))
             arguments = pipeline_arguments(parsed, rt.settings.mlflow_uri, rt.known_parameters)
         except ConfigError as e:
+            rt.decided[uid] = "refused"
             _reject(body, patch, status, "InvalidSpec", str(e), now)
             raise kopf.PermanentError(f"invalid spec: {e}") from None
         patch.status["shortCommit"] = parsed.commit[:12]
@@ -133,6 +141,7 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
             run_id, reused = await asyncio.to_thread(rt.kfp.ensure, run_name, arguments)
         except (KfpRefused, KfpRejected) as e:
             _release_slot(rt, namespace, name)
+            rt.decided[uid] = "refused"
             reason = "KfpUnauthorized" if isinstance(e, KfpRefused) else "KfpRejected"
             _reject(body, patch, status, reason, str(e), now)
             raise kopf.PermanentError(str(e)) from None
@@ -143,6 +152,7 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
                 status.get("conditions"), st.condition("Submitted", False, "KfpUnavailable", str(e), now)
             )
             raise kopf.TemporaryError(str(e), delay=rt.settings.poll_s) from None
+        rt.decided[uid] = "submitted"
         logger.info(f"{'attached to' if reused else 'submitted'} KFP run {run_name} ({run_id})")
         message = f"{'attached to existing' if reused else 'submitted'} KFP run {run_name}"
         patch.status.update(

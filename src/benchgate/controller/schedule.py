@@ -105,7 +105,11 @@ def run_manifest(
 ) -> dict[str, Any]:
     meta = schedule["metadata"]
     template = spec.run_template
-    run_spec = template.spec.model_dump(by_alias=True, exclude_none=True) | {"commit": commit}
+    # The run names the branch it benchmarks, so baselines update when that branch is main.
+    run_spec = template.spec.model_dump(by_alias=True, exclude_none=True) | {
+        "commit": commit,
+        "branch": template.spec.branch or "main",
+    }
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "BenchmarkRun",

@@ -27,7 +27,7 @@ KFP_PHASES = {
     "PAUSED": RUNNING,
     "CANCELING": RUNNING,
     "SUCCEEDED": SUCCEEDED,
-    "SKIPPED": SUCCEEDED,
+    "SKIPPED": FAILED,  # nothing ran, so nothing passed
     "FAILED": FAILED,
     "CANCELED": CANCELED,
 }

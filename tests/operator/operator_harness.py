@@ -1,4 +1,6 @@
-"""The real controller (kopf, every handler) against kmock's emulated Kubernetes API and the FAKE KFP
+"""The operator tests' harness (imported by their modules: fixtures `cluster`, `fake_kfp`, `kmock_options`).
+
+The real controller (kopf, every handler) against kmock's emulated Kubernetes API and the FAKE KFP
 server (tests/fake_kfp_server.py), all in this process on 127.0.0.1.
 
 kmock is an emulator, not an API server: it assigns no uid, creationTimestamp or generation, never
@@ -25,6 +27,7 @@ import kopf
 import pytest
 import pytest_asyncio
 import yaml
+from kmock import KubernetesEmulator, action
 
 from benchgate.controller.access import GROUP, VERSION, allows
 from benchgate.controller.crds import benchmarkrun_crd, benchmarkschedule_crd
@@ -92,6 +95,26 @@ def _jsonschema(node: Any) -> Any:
     ):
         out["additionalProperties"] = False
     return out
+
+
+class ApiServerEmulator(KubernetesEmulator):  # type: ignore[misc]
+    """kmock's emulator plus what an API server adds to a new object (uid, resourceVersion, creation
+    time, generation): kopf patches with a resourceVersion test, and objects the controller creates
+    itself (the schedule's runs) need them as much as those the tests create."""
+
+    async def _handle(self, request: Any) -> Any:
+        if request.action == action.CREATE and isinstance(request.data, dict):
+            meta = request.data.setdefault("metadata", {})
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("resourceVersion", "1")
+            meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+            meta.setdefault("generation", 1)
+        return await super()._handle(request)
+
+
+@pytest.fixture
+def kmock_options(kmock_options: dict[str, Any]) -> dict[str, Any]:
+    return {**kmock_options, "cls": ApiServerEmulator}
 
 
 @dataclass
@@ -182,8 +205,11 @@ async def cluster(
     kmock: Any, fake_kfp: tuple[FakeKfp, str], request: pytest.FixtureRequest
 ) -> AsyncIterator[Cluster]:
     """The controller running against the emulator; `indirect` parameters override its settings
-    (max_active_per_namespace, mlflow_uri, mlflow_ui) and the clock speed (`speed`)."""
+    (max_active_per_namespace, mlflow_ui; `mlflow`: the real MLflow server), the clock speed
+    (`speed`) and objects created before the controller starts (`precreate`)."""
     options: dict[str, Any] = dict(getattr(request, "param", {}))
+    if options.pop("mlflow", False):  # the session's real `mlflow server` (tests/conftest.py)
+        options["mlflow_uri"] = request.getfixturevalue("mlflow_server")
     kmock.resources.load_bundled()
     for plural, kind in (("benchmarkruns", "BenchmarkRun"), ("benchmarkschedules", "BenchmarkSchedule")):
         kmock.resources[f"{GROUP}/{VERSION}/{plural}"] = {

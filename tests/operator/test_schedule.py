@@ -1,0 +1,194 @@
+"""BenchmarkSchedule through the real controller: cron times on a fast clock, the branch head resolved
+with `git ls-remote` from a real repository, concurrency policies and history limits."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from operator_harness import (  # cluster, fake_kfp, kmock_options: fixtures
+    Cluster,
+    cluster,
+    fake_kfp,
+    kmock_options,
+)
+
+from benchgate.controller.access import GROUP, VERSION
+from benchgate.controller.schedule import SCHEDULE_LABEL
+
+pytestmark = pytest.mark.asyncio
+# 120x: a cron time of every minute comes every 0.5 s of real time.
+FAST = [{"speed": 120.0}]
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def repository(tmp_path: Path) -> tuple[str, Path]:
+    """A real git repository with a main branch; returns (file:// URL, path)."""
+    repo = tmp_path / "trainer"
+    repo.mkdir()
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    git(repo, "config", "user.email", "ci@example.com")
+    git(repo, "config", "user.name", "ci")
+    (repo / "train.py").write_text("print('v1')\n")
+    git(repo, "add", "train.py")
+    git(repo, "commit", "--quiet", "-m", "v1")
+    return repo.resolve().as_uri(), repo
+
+
+def schedule_manifest(name: str, url: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "BenchmarkSchedule",
+        "metadata": {"name": name, "namespace": "team-a"},
+        "spec": {
+            "schedule": "* * * * *",
+            "runTemplate": {
+                "metadata": {"labels": {"team": "infra"}},
+                "spec": {"repository": url, "branch": "main", "worldSize": 2},
+            },
+            **spec,
+        },
+    }
+
+
+def owned(cluster: Cluster, schedule: str) -> list[dict[str, Any]]:
+    runs = [cluster.get(n) for n in cluster.names()]
+    return [r for r in runs if r and r["metadata"].get("labels", {}).get(SCHEDULE_LABEL) == schedule]
+
+
+async def finish(cluster: Cluster, run: dict[str, Any], state: str = "SUCCEEDED") -> None:
+    name = run["metadata"]["name"]
+    run_id = await cluster.wait(lambda: cluster.status(name).get("kfpRunId"), what=f"{name} submitted")
+    cluster.kfp.force(run_id, state, "GATE_FAILED" if state == "FAILED" else state)
+    await cluster.wait(lambda: cluster.status(name).get("phase") in ("Succeeded", "Failed"), what="done")
+
+
+@pytest.mark.parametrize("cluster", FAST, indirect=True)
+async def test_forbid_creates_one_run_for_the_branch_head_and_waits_for_it(
+    cluster: Cluster, repository: tuple[str, Path]
+) -> None:
+    url, repo = repository
+    head = git(repo, "rev-parse", "HEAD")
+    await cluster.create(schedule_manifest("nightly", url), plural="benchmarkschedules")
+    (first,) = await cluster.wait(lambda: owned(cluster, "nightly"), what="a scheduled run")
+    assert first["spec"]["commit"] == head and first["spec"]["repository"] == url
+    assert first["metadata"]["labels"]["team"] == "infra"
+    assert first["metadata"]["ownerReferences"][0]["kind"] == "BenchmarkSchedule"
+    # Every minute passes while the first run is still RUNNING: Forbid skips them.
+    await cluster.wait(
+        lambda: any(
+            c.get("reason") == "ConcurrencyForbid"
+            for c in cluster.status("nightly", plural="benchmarkschedules").get("conditions", [])
+        ),
+        what="a skipped time",
+    )
+    assert len(owned(cluster, "nightly")) == 1
+    # A new commit lands on main; once the first run finishes, the next time runs the new head.
+    (repo / "train.py").write_text("print('v2')\n")
+    git(repo, "commit", "--quiet", "-am", "v2")
+    new_head = git(repo, "rev-parse", "HEAD")
+    await finish(cluster, first)
+    await cluster.wait(lambda: len(owned(cluster, "nightly")) == 2, what="a second run")
+    commits = {r["spec"]["commit"] for r in owned(cluster, "nightly")}
+    assert commits == {head, new_head}
+    status = await cluster.wait(
+        lambda: (
+            (s := cluster.status("nightly", plural="benchmarkschedules")).get("lastCommit") == new_head and s
+        ),
+        what="the schedule's status to name the new head",
+    )
+    assert status["lastScheduleTime"].endswith("Z") and status["lastRunName"] in cluster.names()
+
+
+@pytest.mark.parametrize("cluster", FAST, indirect=True)
+async def test_history_limits_prune_the_oldest_finished_runs(
+    cluster: Cluster, repository: tuple[str, Path]
+) -> None:
+    url, _ = repository
+    manifest = schedule_manifest("keep-one", url, successfulRunsHistoryLimit=1, concurrencyPolicy="Allow")
+    await cluster.create(manifest, plural="benchmarkschedules")
+    finished: list[str] = []
+    while len(finished) < 3:
+        runs = await cluster.wait(
+            lambda: [r for r in owned(cluster, "keep-one") if r["metadata"]["name"] not in finished],
+            what="a new run",
+        )
+        await finish(cluster, runs[0])
+        finished.append(runs[0]["metadata"]["name"])
+    # Once three have succeeded, the schedule's next times delete all but the newest succeeded one.
+    await cluster.wait(lambda: cluster.get(finished[0]) is None and cluster.get(finished[1]) is None)
+    succeeded = [r for r in owned(cluster, "keep-one") if r.get("status", {}).get("phase") == "Succeeded"]
+    assert len(succeeded) <= 1
+
+
+@pytest.mark.parametrize("cluster", FAST, indirect=True)
+async def test_replace_deletes_the_active_run_before_creating_the_next(
+    cluster: Cluster, repository: tuple[str, Path]
+) -> None:
+    url, _ = repository
+    await cluster.create(
+        schedule_manifest("latest", url, concurrencyPolicy="Replace"), plural="benchmarkschedules"
+    )
+    (first,) = await cluster.wait(lambda: owned(cluster, "latest"), what="a first run")
+    first_name = first["metadata"]["name"]
+    run_id = await cluster.wait(lambda: cluster.status(first_name).get("kfpRunId"), what="submitted")
+    await cluster.wait(lambda: cluster.get(first_name) is None, what="the first run replaced")
+    assert run_id in cluster.kfp.terminated  # its KFP run was terminated with it
+    await cluster.wait(lambda: owned(cluster, "latest"), what="a replacement run")
+
+
+@pytest.mark.parametrize("cluster", FAST, indirect=True)
+async def test_suspended_schedule_creates_nothing(cluster: Cluster, repository: tuple[str, Path]) -> None:
+    url, _ = repository
+    await cluster.create(schedule_manifest("paused", url, suspend=True), plural="benchmarkschedules")
+    await cluster.wait(
+        lambda: cluster.status("paused", plural="benchmarkschedules").get("lastScheduleTime"), what="a tick"
+    )
+    ticks = cluster.status("paused", plural="benchmarkschedules")["lastScheduleTime"]
+    await cluster.wait(
+        lambda: cluster.status("paused", plural="benchmarkschedules")["lastScheduleTime"] != ticks,
+        what="a later tick",
+    )
+    assert owned(cluster, "paused") == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"schedule": "0 2 * * * *"}, "spec.schedule"),
+        ({"schedule": "every night"}, "spec.schedule"),
+        ({"timeZone": "Mars/Olympus"}, "spec.timeZone"),
+    ],
+)
+@pytest.mark.parametrize("cluster", FAST, indirect=True)
+async def test_bad_cron_or_time_zone_is_a_condition_and_an_event(
+    cluster: Cluster, repository: tuple[str, Path], spec: dict[str, Any], field: str
+) -> None:
+    url, _ = repository
+    await cluster.create(schedule_manifest("broken", url, **spec), plural="benchmarkschedules")
+    conditions = await cluster.wait(
+        lambda: cluster.status("broken", plural="benchmarkschedules").get("conditions"), what="a condition"
+    )
+    (valid,) = [c for c in conditions if c["type"] == "Valid"]
+    assert valid["status"] == "False" and field in valid["message"]
+    await cluster.wait(lambda: cluster.events("InvalidSpec"), what="an InvalidSpec event")
+    assert owned(cluster, "broken") == [] and cluster.kfp.requests == []
+
+
+@pytest.mark.parametrize("cluster", FAST, indirect=True)
+async def test_a_branch_the_repository_lacks_is_a_condition(
+    cluster: Cluster, repository: tuple[str, Path]
+) -> None:
+    url, _ = repository
+    manifest = schedule_manifest("nobranch", url)
+    manifest["spec"]["runTemplate"]["spec"]["branch"] = "release/9.9"
+    await cluster.create(manifest, plural="benchmarkschedules")
+    await cluster.wait(lambda: cluster.events("BranchUnresolved"), what="a BranchUnresolved event")
+    assert owned(cluster, "nobranch") == []

@@ -1,0 +1,187 @@
+"""The controller's pure parts: KFP states to phases, conditions, the verdict summary, cron times and
+history limits, settings, and the committed CRDs against the models they are generated from."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchgate.controller import crds
+from benchgate.controller import schedule as sched
+from benchgate.controller import status as st
+from benchgate.controller.resources import BenchmarkScheduleSpec, parse_spec
+from benchgate.controller.settings import settings_from_env
+from benchgate.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("state", "tasks", "phase", "reason"),
+    [
+        ("PENDING", [], "Submitted", "KfpPending"),
+        ("RUNNING", [], "Running", "KfpRunning"),
+        ("CANCELING", [], "Running", "KfpCanceling"),
+        ("SOMETHING_NEW", [], "Running", "KfpSomethingNew"),
+        ("SUCCEEDED", [("gate", "SUCCEEDED")], "Succeeded", "GatePassed"),
+        ("FAILED", [("gate", "FAILED")], "Failed", "Regression"),
+        ("FAILED", [("gate (A/B)", "FAILED")], "Failed", "Regression"),
+        ("FAILED", [("bench ws=N", "FAILED")], "Failed", "RunFailed"),
+        ("SKIPPED", [], "Failed", "RunFailed"),
+        ("CANCELED", [], "Canceled", "KfpCanceled"),
+    ],
+)
+def test_kfp_states_map_to_phases(state: str, tasks: list[tuple[str, str]], phase: str, reason: str) -> None:
+    assert st.phase_for(state, tasks)[:2] == (phase, reason)
+
+
+def test_a_condition_keeps_its_transition_time_while_its_status_holds() -> None:
+    first = st.condition("Submitted", False, "Queued", "waiting", NOW)
+    later = st.condition("Submitted", False, "KfpUnavailable", "down", NOW + timedelta(minutes=5))
+    (kept,) = st.merge_conditions([first], later)
+    assert kept["reason"] == "KfpUnavailable" and kept["lastTransitionTime"] == first["lastTransitionTime"]
+    flipped = st.condition("Submitted", True, "KfpRunCreated", "ok", NOW + timedelta(minutes=9))
+    (now_true,) = st.merge_conditions([kept], flipped)
+    assert now_true["status"] == "True" and now_true["lastTransitionTime"] == "2026-11-22T12:09:00Z"
+    other = st.condition("Finished", True, "GatePassed", "done", NOW)
+    assert [c["type"] for c in st.merge_conditions([now_true], other)] == ["Submitted", "Finished"]
+
+
+def test_verdict_summary_names_the_worst_world_size() -> None:
+    metrics = {
+        "gate/ws1/tokens_per_s_change_pct": -1.234,
+        "gate/ws8/tokens_per_s_change_pct": -8.449,
+        "gate/checks_pass": 7.0,
+        "gate/checks_fail": 1.0,
+        "ws1/tokens_per_s_p50": 1234.0,
+    }
+    summary = st.verdict_summary({"benchgate.verdict": "FAIL"}, metrics)
+    assert summary == {
+        "result": "FAIL",
+        "tokensPerSecondChangePct": {"ws1": -1.23, "ws8": -8.45},
+        "throughputChange": "-8.4% (ws=8)",
+        "checks": {"PASS": 7, "FAIL": 1},
+    }
+
+
+def test_kfp_run_names_are_stable_per_object_and_differ_per_uid() -> None:
+    a = st.kfp_run_name("team-a", "pr-1", "uid-1")
+    assert a == st.kfp_run_name("team-a", "pr-1", "uid-1") and a.startswith("br-team-a-pr-1-")
+    assert a != st.kfp_run_name("team-a", "pr-1", "uid-2")
+    assert len(st.kfp_run_name("n" * 63, "x" * 253, "u")) <= 128
+
+
+def spec(**fields: Any) -> BenchmarkScheduleSpec:
+    data = {"schedule": "0 2 * * *", "runTemplate": {"spec": {"repository": "https://example.com/r.git"}}}
+    return parse_spec(BenchmarkScheduleSpec, data | fields)  # type: ignore[no-any-return]
+
+
+def test_due_time_honours_the_time_zone_and_collapses_missed_times() -> None:
+    berlin = spec(timeZone="Europe/Berlin")  # 02:00 in Berlin is 01:00 UTC in winter
+    last = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
+    assert sched.due_time(berlin, last, datetime(2026, 11, 22, 0, 59, tzinfo=UTC)) is None
+    due = sched.due_time(berlin, last, datetime(2026, 11, 22, 1, 30, tzinfo=UTC))
+    assert due is not None and due.astimezone(UTC) == datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
+    # A week down: one run for the newest time, not seven.
+    week = sched.due_time(berlin, last - timedelta(days=7), datetime(2026, 11, 22, 1, 30, tzinfo=UTC))
+    assert week is not None and week.astimezone(UTC) == due.astimezone(UTC)
+    # Summer time: 02:00 in Berlin is 00:00 UTC.
+    summer = sched.due_time(
+        berlin, datetime(2026, 7, 1, 12, tzinfo=UTC), datetime(2026, 7, 2, 0, 30, tzinfo=UTC)
+    )
+    assert summer is not None and summer.astimezone(UTC) == datetime(2026, 7, 2, 0, 0, tzinfo=UTC)
+
+
+def test_starting_deadline() -> None:
+    due = datetime(2026, 11, 22, 2, 0, tzinfo=UTC)
+    assert not sched.too_late(spec(), due, due + timedelta(days=3))
+    assert sched.too_late(spec(startingDeadlineSeconds=600), due, due + timedelta(seconds=601))
+    assert not sched.too_late(spec(startingDeadlineSeconds=600), due, due + timedelta(seconds=599))
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"schedule": "0 2 * * * *"}, "spec.schedule"),
+        ({"schedule": "61 2 * * *"}, "spec.schedule"),
+        ({"schedule": "@nightly"}, "spec.schedule"),
+        ({"timeZone": "Europe/Nowhere"}, "spec.timeZone"),
+        ({"timeZone": "../../etc/passwd"}, "spec.timeZone"),
+    ],
+)
+def test_bad_schedules_name_the_field(fields: dict[str, Any], field: str) -> None:
+    with pytest.raises(ConfigError, match=field):
+        sched.check_schedule(spec(**fields))
+
+
+def run(name: str, phase: str, created: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "creationTimestamp": created}, "status": {"phase": phase}}
+
+
+def test_history_limits_prune_the_oldest_of_each_kind() -> None:
+    runs = [
+        run("s1", "Succeeded", "2026-11-01T00:00:00Z"),
+        run("s3", "Succeeded", "2026-11-03T00:00:00Z"),
+        run("s2", "Succeeded", "2026-11-02T00:00:00Z"),
+        run("f1", "Failed", "2026-11-01T00:00:00Z"),
+        run("c1", "Canceled", "2026-11-04T00:00:00Z"),
+        run("r1", "Running", "2026-10-01T00:00:00Z"),
+    ]
+    assert sched.to_prune(runs, keep_succeeded=2, keep_failed=1) == ["s1", "f1"]
+    assert sched.to_prune(runs, keep_succeeded=0, keep_failed=0) == ["s1", "s2", "s3", "f1", "c1"]
+    assert [r["metadata"]["name"] for r in sched.active(runs)] == ["r1"]
+
+
+def test_the_scheduled_run_is_owned_named_once_per_time_and_names_its_branch() -> None:
+    owner = {"metadata": {"name": "nightly", "namespace": "team-a", "uid": "u-1"}}
+    due = datetime(2026, 11, 22, 1, 0, tzinfo=UTC)
+    manifest = sched.run_manifest(owner, spec(), "a" * 40, due)
+    assert (
+        manifest["metadata"]["name"] == sched.run_manifest(owner, spec(), "b" * 40, due)["metadata"]["name"]
+    )
+    assert manifest["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    assert manifest["metadata"]["labels"][sched.SCHEDULE_LABEL] == "nightly"
+    assert manifest["spec"]["commit"] == "a" * 40 and manifest["spec"]["branch"] == "main"
+    assert sched.owned_runs([manifest, {"metadata": {"ownerReferences": []}}], "u-1") == [manifest]
+
+
+def test_settings_name_the_variable_and_value() -> None:
+    env = {"KFP_HOST": "https://kfp.example.com", "BENCHGATE_POLL_S": "soon"}
+    with pytest.raises(ConfigError, match="BENCHGATE_POLL_S: got 'soon'"):
+        settings_from_env(env)
+    with pytest.raises(ConfigError, match="KFP_HOST"):
+        settings_from_env({})
+    settings = settings_from_env({"KFP_HOST": "https://kfp.example.com", "BENCHGATE_WATCH_NAMESPACE": "ml"})
+    assert settings.watch_namespace == "ml" and settings.poll_s == 30.0
+
+
+def test_committed_crds_match_the_models() -> None:
+    """`make compile` regenerates them; a model change without it fails here."""
+    for name, text in crds.rendered().items():
+        committed = (REPO / crds.DEFAULT_DIR / name).read_bytes()
+        assert committed == text.encode("utf-8"), f"{name} is stale: run `make compile`"
+
+
+def test_crd_schemas_are_structural() -> None:
+    """What the API server demands of a CRD schema: a type on every node, no false
+    additionalProperties, no type-less anyOf."""
+
+    def walk(node: Any, path: str) -> None:
+        if not isinstance(node, dict):
+            return
+        if "properties" in node or "items" in node or "additionalProperties" in node:
+            assert "type" in node, path
+        assert node.get("additionalProperties") is not False, path
+        assert "anyOf" not in node and "$ref" not in node, path
+        for key, child in node.get("properties", {}).items():
+            assert "type" in child or child.get("x-kubernetes-preserve-unknown-fields"), f"{path}.{key}"
+            walk(child, f"{path}.{key}")
+        for key in ("items", "additionalProperties"):
+            walk(node.get(key), f"{path}[{key}]")
+
+    for crd in (crds.benchmarkrun_crd(), crds.benchmarkschedule_crd()):
+        walk(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"], crd["metadata"]["name"])

@@ -39,7 +39,7 @@ lint: $(STAMP) ## ruff and mypy
 	$(VENV)/bin/ruff check src tests benchmarks scripts
 	$(VENV)/bin/mypy
 
-compile: $(STAMP) ## Compile pipelines/benchgate.yaml and components/*.yaml (committed; a test checks them)
+compile: $(STAMP) ## Compile pipelines/benchgate.yaml, components/*.yaml and the chart's CRDs (committed; tests check them)
 	PYTHONHASHSEED=0 BENCHGATE_IMAGE_REPOSITORY=$(IMAGE_REPOSITORY) $(VENV)/bin/benchgate compile
 
 submit: $(STAMP) ## Run the pipeline on KFP for COMMIT=<sha> [BRANCH=main] and exit with its verdict (KFP_HOST, KFP_TOKEN)

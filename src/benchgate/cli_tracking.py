@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from benchgate.config import RunConfig, load_config
-from benchgate.errors import BenchgateError, RunFailedError
+from benchgate.errors import BadInputError, BenchgateError, RunFailedError
 from benchgate.terminal import console, fail
 
 if TYPE_CHECKING:
@@ -198,30 +198,56 @@ def history(
     console.print(f"plot: {history_png(points, png)}")
 
 
+FromOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--from",
+        help="Send the spool entries found under this directory instead (repeatable): a downloaded KFP "
+        "results artifact (its spool/), a spool directory, or a mounted pipeline root. Nothing in it is "
+        "removed.",
+    ),
+]
+
+
 def sync(
     config: ConfigOption = None,
     tracking_uri: UriOption = None,
     spool_dir: Annotated[
         Path | None, typer.Option(help="Spool directory (default: tracking.spool_dir).")
     ] = None,
+    from_dirs: FromOption = None,
 ) -> None:
-    """Send the runs spooled while MLflow was unreachable. Safe to repeat: a run is never logged twice."""
+    """Send the runs spooled while MLflow was unreachable. Safe to repeat: a run is never logged twice.
+
+    Sent entries are removed from the spool directory; entries read with --from are left in place.
+    """
     from benchgate import spool, tracking
 
     try:
         cfg = load_config(config, {"tracking.uri": tracking_uri, "tracking.spool_dir": spool_dir})
-        entries = spool.pending(cfg.tracking.spool_dir)
+        if from_dirs:
+            for directory in from_dirs:
+                if not directory.is_dir():
+                    raise BadInputError(f"--from: got {str(directory)!r} (not a directory)")
+            # A directory given twice, or inside another, is read once. (Copies of one run elsewhere are
+            # each found; the run key makes every copy after the first "already in MLflow".)
+            unique = {str(entry.resolve()): entry for d in from_dirs for entry in spool.found(d)}
+            entries, owned, where = list(unique.values()), False, ", ".join(str(d) for d in from_dirs)
+        else:
+            entries, owned, where = spool.pending(cfg.tracking.spool_dir), True, str(cfg.tracking.spool_dir)
         if not entries:
-            console.print(f"nothing to sync in {cfg.tracking.spool_dir}")
+            console.print(f"nothing to sync in {where}")
             return
         tracker = _connect(cfg)
         for entry in entries:
             try:
                 run_id, logged = tracking.log_entry(tracker, entry)
             except tracking.send_errors() as e:
-                raise RunFailedError(f"{entry}: {tracking.short_error(e)} (left in the spool)") from None
-            spool.remove(entry)
+                kept = "left in the spool" if owned else "left in place"
+                raise RunFailedError(f"{entry}: {tracking.short_error(e)} ({kept})") from None
+            if owned:
+                spool.remove(entry)  # only entries of our own spool: --from directories are not ours
             state = "logged" if logged else "already in MLflow"
-            console.print(f"{entry.name}: {state} as run {run_id}")
+            console.print(f"{entry.name if owned else entry}: {state} as run {run_id}")
     except BenchgateError as exc:
         fail(exc)

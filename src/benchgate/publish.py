@@ -134,12 +134,13 @@ def write_report(config: RunConfig, run_dir: Path) -> Path:
     return path
 
 
-def publish_run(config: RunConfig, run_dir: Path) -> dict[str, Any]:
+def publish_run(config: RunConfig, run_dir: Path, hold: str | None = None) -> dict[str, Any]:
     """After the final verdict: spool, report, baseline policy, and MLflow. Writes published.json.
 
     The run goes into the spool first, before anything that can fail, so a crash in the report or the
     baseline swap leaves the results on disk for `benchgate sync`; the entry is rewritten once the
-    report and the baseline marking exist.
+    report and the baseline marking exist. `hold` (why) keeps the run in the spool unsent: a store that
+    would not outlive this process is no place to log it to.
     """
     from benchgate import spool
     from benchgate.stages import stage_update_baseline
@@ -155,18 +156,21 @@ def publish_run(config: RunConfig, run_dir: Path) -> dict[str, Any]:
         if written is not None:
             meta = read_json(written / "baseline.json")
             record |= {"baseline_since_unix": meta["created_unix"], "baseline_reason": meta["reason"]}
-        published |= _record(config, run_dir, record)
+        published |= _record(config, run_dir, record, hold)
     write_json(run_dir / PUBLISHED_FILE, published)
     return published
 
 
-def _record(config: RunConfig, run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
+def _record(config: RunConfig, run_dir: Path, record: dict[str, Any], hold: str | None) -> dict[str, Any]:
     from benchgate import spool, tracking
 
     entry = spool.write_entry(config.tracking.spool_dir, run_dir, record)
     state = _state(run_dir)
     budget = max(0.0, config.tracking.max_wait_s - float(state.get("waited_s", 0.0)))
     spooled = {"mlflow_run_id": None, "spooled": str(entry.resolve())}
+    if hold:
+        warn(f"{hold}; this run is not logged, it is spooled in {entry}")
+        return spooled
     if state.get("reachable") is False:
         warn(f"this run is not in MLflow yet; it is spooled in {entry}: `benchgate sync` sends it")
         return spooled

@@ -63,18 +63,22 @@ def test_the_ws_n_tasks_carry_gpu_limit_selector_and_tolerations_from_parameters
     pipeline: tuple[dict[str, Any], dict[str, Any]], display_name: str
 ) -> None:
     spec, platform = pipeline
-    task, _ = _task_by_display_name(spec, display_name)
-    executor = _executor(spec, task)
-    accelerator = spec["deploymentSpec"]["executors"][executor]["container"]["resources"]["accelerator"]
-    # The count and type are the pipeline parameters world_size_n and accelerator_type.
-    assert PLACEHOLDER.findall(accelerator["resourceCount"]) == ["pipelinechannel--world_size_n"]
-    assert PLACEHOLDER.findall(accelerator["resourceType"]) == ["pipelinechannel--accelerator_type"]
-    k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"][executor]
-    assert k8s["nodeSelector"]["nodeSelectorJson"]["componentInputParameter"].endswith("gpu_node_selector")
-    assert k8s["tolerations"][0]["tolerationJson"]["componentInputParameter"].endswith("gpu_tolerations")
-    secret = k8s["secretAsEnv"][0]
-    assert secret["optional"] is True
-    assert secret["secretNameParameter"]["componentInputParameter"].endswith("mlflow_secret")
+    found = _tasks_by_display_name(spec, display_name)
+    assert found
+    for _, task in found:  # A/B: one in each branch of baseline_pvc
+        executor = _executor(spec, task)
+        accelerator = spec["deploymentSpec"]["executors"][executor]["container"]["resources"]["accelerator"]
+        # The count and type are the pipeline parameters world_size_n and accelerator_type.
+        assert PLACEHOLDER.findall(accelerator["resourceCount"]) == ["pipelinechannel--world_size_n"]
+        assert PLACEHOLDER.findall(accelerator["resourceType"]) == ["pipelinechannel--accelerator_type"]
+        k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"][executor]
+        assert k8s["nodeSelector"]["nodeSelectorJson"]["componentInputParameter"].endswith(
+            "gpu_node_selector"
+        )
+        assert k8s["tolerations"][0]["tolerationJson"]["componentInputParameter"].endswith("gpu_tolerations")
+        secret = k8s["secretAsEnv"][0]
+        assert secret["optional"] is True
+        assert secret["secretNameParameter"]["componentInputParameter"].endswith("mlflow_secret")
 
 
 def test_the_ws_1_tasks_ask_for_one_gpu(pipeline: tuple[dict[str, Any], dict[str, Any]]) -> None:
@@ -113,18 +117,80 @@ def test_no_task_is_cached_and_every_image_is_this_version(
         assert "pip install" not in " ".join(executor["container"]["command"])
 
 
-def test_the_tasks_that_publish_a_verdict_mount_the_baseline_store_and_spool(
+def _tasks_by_display_name(spec: dict[str, Any], name: str) -> list[tuple[str, dict[str, Any]]]:
+    """(the DAG's component name, the task) for every task of that display name, in every DAG."""
+    dags = {"root": spec["root"], **{k: c for k, c in spec["components"].items() if "dag" in c}}
+    return [
+        (dag_name, task)
+        for dag_name, component in dags.items()
+        for task in component["dag"]["tasks"].values()
+        if task["taskInfo"]["name"] == name
+    ]
+
+
+def _outer_condition(spec: dict[str, Any], dag_name: str) -> str:
+    """The display name of the outermost condition around a DAG ("" for the root DAG)."""
+    dags = {"root": spec["root"], **{k: c for k, c in spec["components"].items() if "dag" in c}}
+    parents = {
+        task["componentRef"]["name"]: (name, task)
+        for name, component in dags.items()
+        for task in component["dag"]["tasks"].values()
+        if "componentRef" in task
+    }
+    outer = ""
+    while dag_name in parents:
+        dag_name, task = parents[dag_name]
+        if task.get("triggerPolicy", {}).get("condition"):
+            outer = task["taskInfo"]["name"]
+    return outer
+
+
+def test_the_baseline_volume_is_optional_and_off_by_default(
     pipeline: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
-    # compare and A/B read the baseline cache and write the baseline and the MLflow spool.
+    spec, _ = pipeline
+    parameter = spec["root"]["inputDefinitions"]["parameters"]["baseline_pvc"]
+    assert parameter["defaultValue"] == "" and parameter["isOptional"] is True
+    conditions = {
+        task["taskInfo"]["name"]: task["triggerPolicy"]["condition"]
+        for component in spec["components"].values()
+        for task in component.get("dag", {}).get("tasks", {}).values()
+        if "pipelinechannel--baseline_pvc" in task.get("triggerPolicy", {}).get("condition", "")
+    }
+    assert conditions == {
+        "no volume: pod-local stores": "inputs.parameter_values['pipelinechannel--baseline_pvc'] == ''",
+        "baseline volume": "!(inputs.parameter_values['pipelinechannel--baseline_pvc'] == '')",
+    }
+
+
+def test_only_the_volume_branch_mounts_the_pvc_on_compare_and_ab(
+    pipeline: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    # compare and A/B read the baseline cache and write the baseline and the MLflow spool: on the volume
+    # when baseline_pvc names one, else in pod-local directories. Each branch has the whole tail.
     spec, platform = pipeline
-    for name in ("compare", "A/B"):
-        task, _ = _task_by_display_name(spec, name)
-        k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"][_executor(spec, task)]
-        assert k8s["pvcMount"][0]["mountPath"] == "/mnt/benchgate"
-        assert k8s["pvcMount"][0]["pvcNameParameter"]["componentInputParameter"].endswith("baseline_pvc")
-    for name in ("gate", "gate (A/B)"):
-        _task_by_display_name(spec, name)  # both branches end in a gate task
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    mounted = {label for label, k8s in executors.items() if "pvcMount" in k8s}
+    for name in ("compare", "A/B", "gate", "gate (A/B)"):
+        found = _tasks_by_display_name(spec, name)
+        by_branch = {_outer_condition(spec, dag): task for dag, task in found}
+        assert len(found) == 2, name
+        assert set(by_branch) == {"no volume: pod-local stores", "baseline volume"}, name
+        for branch, task in by_branch.items():
+            executor = _executor(spec, task)
+            wants_mount = branch == "baseline volume" and name in ("compare", "A/B")
+            assert (executor in mounted) is wants_mount, (name, branch)
+            if wants_mount:
+                (mount,) = executors[executor]["pvcMount"]
+                assert mount["mountPath"] == "/mnt/benchgate"
+                assert mount["pvcNameParameter"]["componentInputParameter"] == "pipelinechannel--baseline_pvc"
+            if name in ("compare", "A/B"):
+                # A real input in both branches: the task decides where its stores live from it.
+                assert task["inputs"]["parameters"]["baseline_pvc"] == {
+                    "componentInputParameter": "pipelinechannel--baseline_pvc"
+                }, (name, branch)
+    # No other task mounts anything.
+    assert len(mounted) == 2
 
 
 def test_the_env_task_gets_the_kfp_run_id_as_the_mlflow_run_key(

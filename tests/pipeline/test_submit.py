@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fake_kfp_server import FakeKfp, Scenario, serve
 
 from benchgate.errors import ConfigError
-from benchgate.kfp.submit import exit_code_for, run_name_for
+from benchgate.kfp.submit import exit_code_for, load_package, run_name_for
+from fake_kfp_server import FakeKfp, Scenario, serve
 
 REPO = Path(__file__).resolve().parents[2]
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -224,3 +224,12 @@ def test_connection_falls_back_to_the_in_cluster_service_account_token(tmp_path:
     env = {"KFP_HOST": "http://ml-pipeline.kubeflow:8888", "KF_PIPELINES_SA_TOKEN_PATH": str(token)}
     assert connection_from_env(env).token == "sa-token"
     assert connection_from_env({**env, "KFP_TOKEN": "explicit"}).token == "explicit"
+
+
+def test_the_package_loads_as_kfp_itself_would_send_it() -> None:
+    """Runs are created from the package loaded once (`load_package`), not re-parsed per run by
+    kfp.Client: the body must be exactly what `create_run_from_pipeline_package` builds from it."""
+    from kfp.client.client import _extract_pipeline_yaml
+
+    package = REPO / "pipelines" / "benchgate.yaml"
+    assert load_package(package) == _extract_pipeline_yaml(str(package)).to_dict()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +151,24 @@ def test_old_layout_directory_is_read_then_moved_behind_a_link_on_the_next_save(
     assert [h["commit"] for h in found.history] == ["old", "new"]
     meta = read_meta(store, PROFILE, "w")
     assert meta is not None and meta["commit"] == "new"
+
+
+def test_the_baseline_compare_screened_against_reaches_the_ab_tasks_empty_store(tmp_path: Path) -> None:
+    # Without a volume each task's store is pod-local: compare hands its baseline (the version
+    # directory) to A/B in its results, and A/B puts it into its own store as it was.
+    from benchgate.kfp.tasks import SCREENED_BASELINE, restore_baseline
+
+    save_baseline(load_bundle(write_run(tmp_path / "run")), tmp_path / "compare-store", "branch main")
+    screened = find_baseline(tmp_path / "compare-store", PROFILE, "w")
+    assert screened is not None
+    compared = tmp_path / "compare-results"
+    shutil.copytree(screened.path, compared / SCREENED_BASELINE)
+    restore_baseline(compared, tmp_path / "ab-store")
+    restored = find_baseline(tmp_path / "ab-store", PROFILE, "w")
+    assert restored is not None
+    assert restored.metrics == screened.metrics and restored.history == screened.history
+    assert read_meta(tmp_path / "ab-store", PROFILE, "w") == read_meta(
+        tmp_path / "compare-store", PROFILE, "w"
+    )
+    restore_baseline(tmp_path / "nothing-handed-over", tmp_path / "other-store")
+    assert find_baseline(tmp_path / "other-store", PROFILE, "w") is None

@@ -17,16 +17,17 @@ from typing import Any
 
 from benchgate.controller.access import GROUP, VERSION
 from benchgate.controller.settings import ControllerSettings
-from benchgate.kfp.submit import KfpApi, compile_package, ensure_run, preflight
+from benchgate.kfp.submit import KfpApi, compile_package, ensure_run, load_package, preflight
 
 
 class KfpRuns:
-    """Submit-once, state, terminate. The pipeline is compiled once per controller, on first use."""
+    """Submit-once, state, terminate. The pipeline is compiled and loaded once per controller, on first
+    use: a burst of BenchmarkRuns must not parse it once each."""
 
     def __init__(self, settings: ControllerSettings) -> None:
         self.settings = settings
         self._api: KfpApi | None = None
-        self._package: Path | None = None
+        self._spec: dict[str, Any] | None = None
         self._experiment_id: str | None = None
         self._lock = threading.Lock()
         self._workdir = tempfile.TemporaryDirectory(prefix="benchgate-controller-")
@@ -45,14 +46,14 @@ class KfpRuns:
                 self._experiment_id = api.experiment_id(self.settings.experiment)
             return self._experiment_id
 
-    def package(self) -> Path:
+    def pipeline_spec(self) -> dict[str, Any]:
         with self._lock:
-            if self._package is None:
-                self._package = compile_package(Path(self._workdir.name))
-            return self._package
+            if self._spec is None:
+                self._spec = load_package(compile_package(Path(self._workdir.name)))
+            return self._spec
 
     def ensure(self, run_name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
-        return ensure_run(self.api(), self.experiment_id(), run_name, arguments, self.package)
+        return ensure_run(self.api(), self.experiment_id(), run_name, arguments, self.pipeline_spec)
 
     def state(self, run_id: str) -> tuple[str, list[tuple[str, str]]]:
         return self.api().run_state(run_id)

@@ -215,6 +215,13 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
             )
             return
         phase, reason, message = st.phase_for(state, tasks)
+        unchanged = status.get("kfpState") == state and status.get("phase") == phase
+        if (
+            phase not in st.TERMINAL_PHASES
+            and unchanged
+            and st.holds(status.get("conditions"), "KfpReachable", reason)
+        ):
+            return  # nothing changed: no patch, no watch event for every run on every poll
         patch.status["kfpState"] = state
         if phase not in st.TERMINAL_PHASES:
             patch.status["phase"] = phase
@@ -271,8 +278,9 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
             await asyncio.to_thread(memo.kube.delete, namespace, name)
 
     @kopf.on.delete(*RUNS, registry=registry, id="terminate")
-    async def terminate(status: Any, namespace: str, name: str, memo: Runtime, **_: Any) -> None:
+    async def terminate(status: Any, namespace: str, name: str, uid: str, memo: Runtime, **_: Any) -> None:
         _release_slot(memo, namespace, name)
+        memo.decided.pop(uid, None)
         run_id = status.get("kfpRunId")
         if run_id and status.get("phase") not in st.TERMINAL_PHASES:
             try:

@@ -90,6 +90,14 @@ def merge_conditions(
     return list(merged.values())
 
 
+def holds(conditions: list[Mapping[str, Any]] | None, kind: str, reason: str) -> bool:
+    """Whether a True condition of `kind` with `reason` is there already."""
+    return any(
+        c.get("type") == kind and c.get("status") == "True" and c.get("reason") == reason
+        for c in conditions or []
+    )
+
+
 def verdict_summary(tags: Mapping[str, str], metrics: Mapping[str, float]) -> dict[str, Any]:
     """status.verdict from the MLflow gate run's verdict tag and gate/* metrics."""
     from benchgate.tracking import TAG_VERDICT

@@ -99,12 +99,14 @@ def compare(
     bench_n: Input[Artifact],
     evaluation: Input[Artifact],
     trace: Input[Artifact],
+    baseline_pvc: str,
     results: Output[Artifact],
     verdict: Output[Markdown],
     figures: Output[Metrics],
 ) -> NamedTuple("CompareOutputs", [("verdict", str), ("ab_world_sizes", str), ("base_commit", str)]):  # type: ignore[valid-type]
     """Screen the run against its profile's baseline (from MLflow): PASS / WARN / UNKNOWN / FAIL per
-    check; publish a final verdict (report, baseline, MLflow), or hand undecided timing to A/B."""
+    check; publish a final verdict (report, baseline, MLflow), or hand undecided timing to A/B.
+    baseline_pvc: the volume mounted for the baseline cache and spool ("": pod-local directories)."""
     from collections import namedtuple
 
     from benchgate.kfp.tasks import compare_task
@@ -112,6 +114,7 @@ def compare(
     outcome, worlds, base_commit = compare_task(
         setup.path,
         [bench_1.path, bench_n.path, evaluation.path, trace.path],
+        baseline_pvc,
         results.path,
         verdict.path,
         figures,
@@ -128,6 +131,7 @@ def ab(
     base_commit: str,
     gpus: int,
     accelerator_type: str,
+    baseline_pvc: str,
     results: Output[Artifact],
     verdict: Output[Markdown],
     figures: Output[Metrics],
@@ -143,6 +147,7 @@ def ab(
         base_commit,
         gpus,
         accelerator_type,
+        baseline_pvc,
         results.path,
         verdict.path,
         figures,

@@ -2,8 +2,9 @@
 
 There is one code path: the same pipeline function that compiles to pipelines/benchgate.yaml runs here
 under `kfp.local.SubprocessRunner(use_venv=False)`, each task a subprocess of this Python environment.
-Platform settings (GPUs, node selectors, the baseline PVC) are ignored locally; the baseline store is
-the directory `gate.baseline_dir`.
+Platform settings (GPUs, node selectors) are ignored locally, and no volume is asked for (`baseline_pvc`
+is empty): the baseline store, the spool and MLflow's embedded store are the configured directories
+(`gate.baseline_dir`, `tracking.spool_dir`, `tracking.local_dir`), on this disk, so they persist.
 
 This module only adds what a terminal user needs around it: fail-fast checks before minutes of work,
 the tasks' stage markers turned into progress bars (kfp.local's own log goes to logs/pipeline.log), and
@@ -50,7 +51,7 @@ STALE = (
     "tracking.json",
     "published.json",
 )
-STALE_DIRS = ("ab", "trace", PIPELINE_DIR)
+STALE_DIRS = ("ab", "trace", "spool", PIPELINE_DIR)
 
 
 @dataclass

@@ -9,20 +9,25 @@ RunConfig into arguments, so a local run and a cluster run are described by the 
 from __future__ import annotations
 
 import copy
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from benchgate.config import RunConfig, parse_config
 from benchgate.errors import ConfigError
 
-# The baseline store on a cluster: a PersistentVolumeClaim mounted here (see pipeline.py).
+# Where a cluster run keeps the baseline store (a cache of MLflow's baselines), the spool and, without a
+# tracking URI, MLflow's embedded store. With `baseline_pvc` a PersistentVolumeClaim is mounted here (see
+# pipeline.py) and they outlive the pod; without it the task moves them to a pod-local directory
+# (`task_stores`), a cache that lives as long as the pod.
 CLUSTER_BASELINE_MOUNT = "/mnt/benchgate"
 CLUSTER_BASELINE_DIR = f"{CLUSTER_BASELINE_MOUNT}/baselines"
-# MLflow's spool and (without a tracking URI) its embedded store: on the same volume, so they outlive pods.
 CLUSTER_TRACKING_DIRS = {
     "spool_dir": f"{CLUSTER_BASELINE_MOUNT}/spool",
     "local_dir": f"{CLUSTER_BASELINE_MOUNT}/mlflow",
 }
+# The pod-local directory that stands in for the mount point when no volume is mounted.
+POD_LOCAL_DIR = Path(tempfile.gettempdir()) / "benchgate"
 
 
 def world_sizes_for(n: int) -> list[int]:
@@ -89,3 +94,28 @@ def parameters_from_config(config: RunConfig, world_sizes: list[int]) -> dict[st
         "baseline_dir": str(config.gate.baseline_dir.resolve()),
         "mlflow_tracking_uri": config.tracking.uri,
     }
+
+
+def task_stores(config: RunConfig, baseline_pvc: str, pod_local: Path | None = None) -> RunConfig:
+    """`config` with the stores where this task can keep them: the baseline store, spool and local_dir.
+
+    With `baseline_pvc` the volume is mounted at CLUSTER_BASELINE_MOUNT and every path stays as it is.
+    Without it nothing is mounted there, so a path under the mount point (the cluster defaults) moves to
+    `pod_local` (default POD_LOCAL_DIR), a cache that goes with the pod. A path elsewhere stays: a local
+    run's .benchgate/... directories are on the user's disk and persist.
+    """
+    if baseline_pvc:
+        return config
+    mount, scratch = Path(CLUSTER_BASELINE_MOUNT), pod_local or POD_LOCAL_DIR
+
+    def moved(path: Path) -> Path:
+        return scratch / path.relative_to(mount) if path.is_relative_to(mount) else path
+
+    return config.model_copy(
+        update={
+            "gate": config.gate.model_copy(update={"baseline_dir": moved(config.gate.baseline_dir)}),
+            "tracking": config.tracking.model_copy(
+                update={key: moved(getattr(config.tracking, key)) for key in CLUSTER_TRACKING_DIRS}
+            ),
+        }
+    )

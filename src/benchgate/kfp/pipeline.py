@@ -16,14 +16,20 @@ Why this shape:
   (compare, or ab) publishes it: HTML report, baseline policy, and the MLflow parent and child runs.
   Both branches end in `gate`, which fails the run on FAIL or UNKNOWN so the KFP UI shows it red after
   all of that is done.
-- The baseline comes from MLflow (the newest run marked baseline for this machine profile), cached in
-  the directory store on the PVC, which is also the fallback while MLflow is unreachable; the spool of
-  runs not yet logged lives on the same PVC.
+- MLflow is the source of baselines and history: compare takes the newest run marked baseline for this
+  machine profile and caches it in the directory store. The store and the spool of runs not yet logged
+  need no shared disk. By default (`baseline_pvc` empty) no volume is mounted and compare and A/B keep
+  them in pod-local directories, so any number of runs go at once on any nodes. A run MLflow did not
+  take is kept in the publishing task's `results` artifact under `spool/`, in the pipeline root's
+  object store, for `benchgate sync --from`. With `baseline_pvc` set, compare and A/B mount that
+  PersistentVolumeClaim at /mnt/benchgate and keep the stores there: a cache that outlives the pod and
+  the fallback while MLflow is unreachable (ReadWriteMany, or one node at a time with ReadWriteOnce).
+  The choice is a `dsl.If` on the parameter around the compare -> (A/B) -> gate tail.
 - Nothing is cached: a cached bench would report an old commit's timings.
 
 Platform settings come from parameters (kfp-kubernetes): the accelerator resource and count, the GPU
 pool's node selector and tolerations, the MLflow credentials secret (optional: the run starts without
-it) and the PersistentVolumeClaim that holds the baseline store.
+it) and, optionally, the PersistentVolumeClaim for the baseline cache and spool.
 """
 
 from kfp import dsl, kubernetes
@@ -59,7 +65,7 @@ def benchgate_pipeline(
     tolerances: dict = {},  # noqa: B006
     update_baseline: str = "auto",
     baseline_dir: str = CLUSTER_BASELINE_DIR,
-    baseline_pvc: str = "benchgate-baselines",
+    baseline_pvc: str = "",
     accelerator_type: str = "nvidia.com/gpu",
     gpu_node_selector: dict = {},  # noqa: B006
     gpu_tolerations: list = [GPU_TOLERATION],  # noqa: B006
@@ -81,10 +87,6 @@ def benchgate_pipeline(
     def common(task: dsl.PipelineTask, name: str) -> dsl.PipelineTask:
         task.set_display_name(name).set_caching_options(False)
         kubernetes.use_secret_as_env(task, mlflow_secret, MLFLOW_SECRET_KEYS, optional=True)
-        return task
-
-    def with_baselines(task: dsl.PipelineTask) -> dsl.PipelineTask:
-        kubernetes.mount_pvc(task, baseline_pvc, CLUSTER_BASELINE_MOUNT)
         return task
 
     env = c.capture_env(
@@ -116,37 +118,56 @@ def benchgate_pipeline(
     evaluation = on_gpus(common(c.evaluate(setup=setup), "eval"), 1).after(bench_n)
     profile = on_gpus(common(c.trace(setup=setup), "trace"), 1).after(bench_n)
 
-    compared = with_baselines(
-        common(
-            c.compare(
-                setup=setup,
-                bench_1=bench_1.outputs["results"],
-                bench_n=bench_n.outputs["results"],
-                evaluation=evaluation.outputs["results"],
-                trace=profile.outputs["trace"],
-            ),
-            "compare",
-        )
-    )
-    with dsl.If(compared.outputs["ab_world_sizes"] == "", name="verdict final"):
-        common(c.gate(results=compared.outputs["results"]), "gate")
-    with dsl.Else(name="timing undecided: A/B"):
-        decided = with_baselines(
-            on_gpus(
-                common(
-                    c.ab(
-                        setup=setup,
-                        compared=compared.outputs["results"],
-                        world_sizes=compared.outputs["ab_world_sizes"],
-                        base_commit=compared.outputs["base_commit"],
-                        # KFP 2.17 threads a pipeline parameter into a condition's sub-DAG only when a
-                        # component input uses it; the accelerator settings below need these two.
-                        gpus=world_size_n,
-                        accelerator_type=accelerator_type,
-                    ),
-                    "A/B",
+    def judged(volume: bool) -> None:
+        """compare -> (A/B) -> gate; with `volume`, compare and A/B mount the baseline_pvc volume."""
+
+        def stores(task: dsl.PipelineTask) -> dsl.PipelineTask:
+            if volume:
+                kubernetes.mount_pvc(task, baseline_pvc, CLUSTER_BASELINE_MOUNT)
+            return task
+
+        compared = stores(
+            common(
+                c.compare(
+                    setup=setup,
+                    bench_1=bench_1.outputs["results"],
+                    bench_n=bench_n.outputs["results"],
+                    evaluation=evaluation.outputs["results"],
+                    trace=profile.outputs["trace"],
+                    # The task keeps its stores under the volume's mount, or pod-local without one.
+                    baseline_pvc=baseline_pvc,
                 ),
-                world_size_n,
+                "compare",
             )
         )
-        common(c.gate(results=decided.outputs["results"]), "gate (A/B)")
+        with dsl.If(compared.outputs["ab_world_sizes"] == "", name="verdict final"):
+            common(c.gate(results=compared.outputs["results"]), "gate")
+        with dsl.Else(name="timing undecided: A/B"):
+            decided = stores(
+                on_gpus(
+                    common(
+                        c.ab(
+                            setup=setup,
+                            compared=compared.outputs["results"],
+                            world_sizes=compared.outputs["ab_world_sizes"],
+                            base_commit=compared.outputs["base_commit"],
+                            # KFP 2.17 threads a pipeline parameter into a condition's sub-DAG only when
+                            # a component input uses it; the accelerator settings below need these two.
+                            gpus=world_size_n,
+                            accelerator_type=accelerator_type,
+                            baseline_pvc=baseline_pvc,
+                        ),
+                        "A/B",
+                    ),
+                    world_size_n,
+                )
+            )
+            common(c.gate(results=decided.outputs["results"]), "gate (A/B)")
+
+    # The baseline volume is optional: MLflow holds baselines and history, the stores are its cache.
+    # The branch without one comes first, so its tasks keep the plain names (compare, ab, gate) that a
+    # local run's task directories have always had.
+    with dsl.If(baseline_pvc == "", name="no volume: pod-local stores"):
+        judged(volume=False)
+    with dsl.Else(name="baseline volume"):
+        judged(volume=True)

@@ -24,9 +24,12 @@ from typing import Any, Protocol
 from benchgate.config import RunConfig, parse_config
 from benchgate.errors import EXIT_REGRESSION, EXIT_UNKNOWN, BenchgateError, ConfigError
 from benchgate.files import read_json, write_json
+from benchgate.kfp.params import task_stores
 from benchgate.progress import MarkerReporter
 
 ERROR_FILE = "error.json"
+# In compare's results when an A/B follows and the stores are pod-local: the baseline it screened against.
+SCREENED_BASELINE = "screened-baseline"
 
 
 class MetricsSink(Protocol):
@@ -220,6 +223,7 @@ def _copy_results(source: Path, dest: Path) -> None:
 def compare_task(
     setup_dir: str,
     input_dirs: list[str],
+    baseline_pvc: str,
     results_dir: str,
     verdict_markdown: str,
     figures: MetricsSink,
@@ -230,9 +234,10 @@ def compare_task(
     (cached in the directory store, which is also the fallback). Where the screen did not PASS a world
     size's timing and the base code can be checked out (`base_commit`, else the baseline's commit), an
     A/B task decides it; otherwise the verdict is final and this task publishes it (report, baseline
-    policy, MLflow), so the common path imports MLflow in one process only.
+    policy, MLflow), so the common path imports MLflow in one process only. `baseline_pvc`: the volume
+    mounted for the stores, or "" for pod-local ones (see `params.task_stores`).
     """
-    from benchgate.publish import publish_run, refresh_baseline
+    from benchgate.publish import refresh_baseline
     from benchgate.stages import stage_compare, worlds_for_ab
 
     with reporting_errors("compare", results_dir):
@@ -240,17 +245,62 @@ def compare_task(
         out.mkdir(parents=True, exist_ok=True)
         for directory in (setup_dir, *input_dirs):
             _copy_results(Path(directory), out)
-        config, env = _load_setup(setup_dir)
+        configured, env = _load_setup(setup_dir)
+        config = task_stores(configured, baseline_pvc)
         with stage("compare"):
             refresh_baseline(config, out)
             comparison, _, baseline = stage_compare(config, out)
         base_commit = _base_commit(env, baseline)
         worlds = worlds_for_ab(comparison, baseline, bool(base_commit))
         publish_verdict(out, verdict_markdown, figures)
+        if worlds and baseline is not None and config.gate.baseline_dir != configured.gate.baseline_dir:
+            # The A/B task's pod starts with an empty store: hand it the baseline screened against.
+            shutil.copytree(baseline.path, out / SCREENED_BASELINE, dirs_exist_ok=True)
         if not worlds:
             with stage("publish"):
-                publish_run(config, out)
+                publish_and_keep(configured, config, out)
         return comparison.verdict, ",".join(str(ws) for ws in worlds), base_commit
+
+
+def publish_and_keep(configured: RunConfig, config: RunConfig, out: Path) -> dict[str, Any]:
+    """Publish the final verdict (`config`: the stores this task uses; `configured`: those of config.json).
+
+    A run MLflow did not take stays in the spool, which is on the pod's disk unless a volume holds it,
+    so a copy goes into the results artifact too, under spool/<run key>/: the pipeline root's object
+    store keeps it, and `benchgate sync --from DIR` sends it from there. Without a tracking URI and a
+    volume the embedded MLflow store would be in the pod as well: the run is not logged there, only kept.
+    """
+    from benchgate import spool, tracking
+    from benchgate.publish import PUBLISHED_FILE, publish_run
+
+    hold = None
+    if tracking.is_local_store(config) and config.tracking.local_dir != configured.tracking.local_dir:
+        hold = "no MLflow tracking URI and no baseline_pvc: an embedded MLflow store would go with the pod"
+    published = publish_run(config, out, hold=hold)
+    if published.get("spooled"):
+        kept = spool.keep_copy(Path(published["spooled"]), out / spool.ARTIFACT_DIR)
+        published["kept"] = f"{spool.ARTIFACT_DIR}/{kept.name}"
+        write_json(out / PUBLISHED_FILE, published)
+    return published
+
+
+def restore_baseline(compared: Path, baseline_dir: Path) -> None:
+    """Put the baseline the compare task screened against into this pod's (empty) store."""
+    from benchgate.baseline import save_baseline
+    from benchgate.results import load_bundle
+
+    copy = compared / SCREENED_BASELINE
+    if not (copy / "baseline.json").is_file():
+        return
+    meta = read_json(copy / "baseline.json")
+    save_baseline(
+        load_bundle(copy),
+        baseline_dir,
+        str(meta["reason"]),
+        created_unix=float(meta["created_unix"]),
+        history=list(read_json(copy / "history.json")["runs"]),
+        extra=meta,
+    )
 
 
 def _base_commit(env: dict[str, Any], baseline: Any) -> str:
@@ -273,6 +323,7 @@ def ab_task(
     base_commit: str,
     gpus: int,
     accelerator_type: str,
+    baseline_pvc: str,
     results_dir: str,
     verdict_markdown: str,
     figures: MetricsSink,
@@ -280,17 +331,22 @@ def ab_task(
     """Decide `world_sizes` by interleaved A/B of the base commit and the candidate, then publish.
 
     Both sides run in this one task, on one node: their steps alternate, so the node's drift hits both.
-    `gpus` and `accelerator_type` are what the task asked the cluster for (its pod spec).
+    `gpus` and `accelerator_type` are what the task asked the cluster for (its pod spec); `baseline_pvc`
+    the volume mounted for the stores, or "" for pod-local ones.
     """
     from benchgate.ab_runner import Side
-    from benchgate.publish import publish_run
     from benchgate.source import checkout, import_paths, validate_commit
     from benchgate.stages import stage_ab
 
     with reporting_errors("A/B", results_dir):
         out = Path(results_dir)
-        shutil.copytree(compared_dir, out, dirs_exist_ok=True)
-        config, env = _load_setup(setup_dir)
+        shutil.copytree(
+            compared_dir, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns(SCREENED_BASELINE)
+        )
+        configured, env = _load_setup(setup_dir)
+        config = task_stores(configured, baseline_pvc)
+        if config.gate.baseline_dir != configured.gate.baseline_dir:
+            restore_baseline(Path(compared_dir), config.gate.baseline_dir)
         source = env.get("source") or {}
         repository = (env.get("base") or {}).get("repository") or source.get("repository", "")
         commit = validate_commit(base_commit, "base_commit")
@@ -319,7 +375,7 @@ def ab_task(
                 )
         publish_verdict(out, verdict_markdown, figures)
         with stage("publish"):
-            publish_run(config, out)
+            publish_and_keep(configured, config, out)
         return comparison.verdict
 
 
@@ -360,6 +416,13 @@ def gate_task(results_dir: str, summary_path: str) -> None:
             print(f"benchgate gate: logged to MLflow as run {published['mlflow_run_id']}", flush=True)
         if published.get("spooled"):
             print(f"benchgate gate: not in MLflow yet, spooled in {published['spooled']}", flush=True)
+        if published.get("kept"):
+            print(
+                f"benchgate gate: a copy is kept in the results artifact under {published['kept']}: "
+                "`benchgate sync --from DIR` sends it from the downloaded artifact or the mounted "
+                "pipeline root",
+                flush=True,
+            )
         print(f"benchgate gate: verdict {compared['verdict']}", flush=True)
         # Not an error: the gate did its job. A non-zero exit turns the run red in the KFP UI.
         if compared["verdict"] == "FAIL":

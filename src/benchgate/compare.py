@@ -14,7 +14,7 @@ Runs that measured different things (device, precision, tokens per step, threads
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from benchgate import stats
@@ -186,6 +186,20 @@ def scaling_efficiency(metrics: dict[int, dict[str, Any]]) -> tuple[int, float] 
     one = stats.percentile(metrics[1]["samples"]["tokens_per_s"], 50)
     many = stats.percentile(metrics[n]["samples"]["tokens_per_s"], 50)
     return n, many / (n * one)
+
+
+def without_reachable_baseline(comparison: Comparison, why: str) -> Comparison:
+    """No baseline in the store, and MLflow (which may hold one) unreachable: rows that would read NEW
+    (nothing to compare with, as on a profile's first run) read UNKNOWN instead. A first run and a
+    run that merely cannot see its baseline look alike here, and only the first may pass unjudged."""
+    note = f"no baseline here, and MLflow is unreachable ({why}): one may exist there"
+    checks = [
+        replace(c, status="UNKNOWN", note="; ".join(filter(None, [c.note, "baseline unreachable"])))
+        if c.status == "NEW"
+        else c
+        for c in comparison.checks
+    ]
+    return replace(comparison, checks=checks, notes=[*comparison.notes, note])
 
 
 def compare(baseline: Bundle | None, current: Bundle, tol: Tolerances) -> Comparison:

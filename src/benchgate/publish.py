@@ -8,7 +8,8 @@
 
 What this run saw of MLflow is kept in `tracking.json` beside the results, so the second half never
 waits again on a server the first half found down: a run waits at most tracking.max_wait_s in total.
-Unreachable MLflow is a warning, never a failed run: the verdict stands on the cached baseline.
+Unreachable MLflow is a warning, never a failed run: the verdict stands on the cached baseline (with
+no cached baseline the rows are UNKNOWN, not NEW: see `compare.without_reachable_baseline`).
 """
 
 from __future__ import annotations

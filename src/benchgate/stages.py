@@ -13,7 +13,14 @@ from typing import Any
 
 from benchgate.ab_runner import RoundCallback, Side, run_ab
 from benchgate.baseline import find_baseline, save_baseline
-from benchgate.compare import TIMING, Comparison, apply_ab, compare, undecided_world_sizes
+from benchgate.compare import (
+    TIMING,
+    Comparison,
+    apply_ab,
+    compare,
+    undecided_world_sizes,
+    without_reachable_baseline,
+)
 from benchgate.config import RunConfig
 from benchgate.env import capture_environment
 from benchgate.files import read_json, write_json
@@ -33,13 +40,21 @@ def write_comparison(run_dir: Path, comparison: Comparison) -> None:
     (run_dir / "compare.md").write_text(markdown(comparison), encoding="utf-8")
 
 
-def stage_compare(config: RunConfig, run_dir: Path) -> tuple[Comparison, Bundle, Bundle | None]:
-    """Compare the run in `run_dir` with its baseline; writes compare.json and compare.md."""
+def stage_compare(
+    config: RunConfig, run_dir: Path, tracking_state: dict[str, Any] | None = None
+) -> tuple[Comparison, Bundle, Bundle | None]:
+    """Compare the run in `run_dir` with its baseline; writes compare.json and compare.md.
+
+    `tracking_state` is what `publish.refresh_baseline` saw of MLflow: when it was unreachable and the
+    store has no baseline, nothing is NEW, it is UNKNOWN (see `compare.without_reachable_baseline`)."""
     current = load_bundle(run_dir)
     workload = current.workload
     assert workload is not None
     baseline = find_baseline(config.gate.baseline_dir, current.machine_profile, workload)
     comparison = compare(baseline, current, config.gate.tolerances)
+    state = tracking_state or {}
+    if baseline is None and state.get("enabled") and state.get("reachable") is False:
+        comparison = without_reachable_baseline(comparison, str(state.get("error") or "unreachable"))
     write_comparison(run_dir, comparison)
     return comparison, current, baseline
 

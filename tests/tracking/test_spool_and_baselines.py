@@ -102,6 +102,23 @@ def test_server_down_run_completes_on_the_cached_baseline_and_sync_logs_it_once(
     assert len(runs_with_key(client, experiment, run_key)) == 1
 
 
+def test_server_down_and_no_cached_baseline_is_unknown_not_new(tmp_path: Path) -> None:
+    """A pod without a volume (or a fresh laptop) cannot tell a first run from a run whose baseline
+    is in an MLflow it cannot reach: nothing may pass as NEW then."""
+    down = f"http://127.0.0.1:{free_port()}"
+    config = make_config(
+        tmp_path,
+        tracking=tracking_section(tmp_path, down, f"down-{uuid.uuid4().hex[:8]}", max_wait_s=2),
+        out=str(tmp_path / "down"),
+    )
+    outcome = run_gate(config)
+    assert outcome.tracking["reachable"] is False
+    statuses = {c.name: c.status for c in outcome.comparison.checks}
+    assert statuses["tokens/s (ws=1)"] == "UNKNOWN" and "NEW" not in statuses.values()
+    assert outcome.comparison.verdict == "UNKNOWN" and outcome.comparison.exit_code == 4
+    assert any("MLflow is unreachable" in note for note in outcome.comparison.notes)
+
+
 def test_sync_to_a_dead_server_fails_with_exit_3_and_keeps_the_spool(tmp_path: Path) -> None:
     entry = tmp_path / "spool" / "k1"
     entry.mkdir(parents=True)

@@ -9,7 +9,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchgate.compare import apply_ab, compare, scaling_efficiency, undecided_world_sizes
+from benchgate.compare import (
+    apply_ab,
+    compare,
+    scaling_efficiency,
+    undecided_world_sizes,
+    without_reachable_baseline,
+)
 from benchgate.config import Tolerances
 from benchgate.errors import BaselineError
 from benchgate.results import Bundle
@@ -276,3 +282,17 @@ def test_apply_ab_replaces_the_screen_row_and_decides_the_verdict() -> None:
     assert decided.verdict == "PASS"
     assert apply_ab(screened, ab_outcome("FAIL", -12.0), Tolerances(), ABConfig()).exit_code == 1
     assert apply_ab(screened, ab_outcome("UNKNOWN", -4.0), Tolerances(), ABConfig()).exit_code == 4
+
+
+def test_without_a_reachable_baseline_nothing_is_new() -> None:
+    first = compare(None, bundle(1), Tolerances())
+    new = {c.name for c in first.checks if c.status == "NEW"}
+    assert first.verdict == "PASS" and "tokens/s (ws=1)" in new
+    blind = without_reachable_baseline(first, "connection refused")
+    assert {c.name for c in blind.checks if c.status == "UNKNOWN"} == new
+    # Rows that need no baseline (the loss slope, an absolute bound) keep their status.
+    assert [c.status for c in blind.checks if c.name not in new] == [
+        c.status for c in first.checks if c.name not in new
+    ]
+    assert blind.verdict == "UNKNOWN" and blind.exit_code == 4
+    assert "connection refused" in blind.notes[-1] and first.checks[0].status == "NEW"  # a copy

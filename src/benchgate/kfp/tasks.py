@@ -248,8 +248,8 @@ def compare_task(
         configured, env = _load_setup(setup_dir)
         config = task_stores(configured, baseline_pvc)
         with stage("compare"):
-            refresh_baseline(config, out)
-            comparison, _, baseline = stage_compare(config, out)
+            tracking_state = refresh_baseline(config, out)
+            comparison, _, baseline = stage_compare(config, out, tracking_state)
         base_commit = _base_commit(env, baseline)
         worlds = worlds_for_ab(comparison, baseline, bool(base_commit))
         publish_verdict(out, verdict_markdown, figures)

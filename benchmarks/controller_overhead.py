@@ -237,28 +237,17 @@ def start_in_thread(
 ) -> tuple[Calls, Callable[[], Calls]]:
     """The controller in its own thread and event loop (kopf cancels the tasks of its loop when it
     stops); returns its timed calls and a function that stops it."""
-    from benchgate.controller.main import operate
+    from benchgate.controller.main import ControllerThread
 
     settings, registry, runtime = controller(kube_url, kfp_url, args)
     calls = Calls()
     calls.wrap(runtime.kfp)
-    loop = asyncio.new_event_loop()
-    stop, ready = asyncio.Event(), threading.Event()
-
-    async def main() -> None:
-        ready_flag = asyncio.Event()
-        waiter = asyncio.ensure_future(ready_flag.wait())
-        waiter.add_done_callback(lambda _: ready.set())
-        await operate(settings, registry, runtime, stop_flag=stop, ready_flag=ready_flag)
-
-    thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
-    thread.start()
-    if not ready.wait(30):
+    running = ControllerThread(settings, registry, runtime)
+    if not running.start(30):
         raise SystemExit("the controller did not start within 30 s")
 
     def halt() -> Calls:
-        loop.call_soon_threadsafe(stop.set)
-        thread.join(30)
+        running.stop(30)
         return calls
 
     return calls, halt

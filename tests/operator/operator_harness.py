@@ -12,7 +12,6 @@ object against the CRD's schema first, as an API server does.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -31,7 +30,7 @@ from kmock import KubernetesEmulator, action
 
 from benchgate.controller.access import GROUP, VERSION, allows
 from benchgate.controller.crds import benchmarkrun_crd, benchmarkschedule_crd
-from benchgate.controller.main import build, operate
+from benchgate.controller.main import ControllerThread, build
 from benchgate.controller.settings import ControllerSettings
 from benchgate.kfp.submit import Connection
 from fake_kfp_server import FakeKfp, Scenario, serve
@@ -237,24 +236,11 @@ async def cluster(
     harness = Cluster(kmock, url, state, kfp_url, clock, runtime)
     for manifest in precreate:  # objects that exist before the controller starts watching
         await harness.create(manifest)
-    # The controller runs in its own thread and event loop, as it would in its own pod: kopf cancels
-    # the tasks of its loop when it stops, which must not reach the test's.
-    loop = asyncio.new_event_loop()
-    stop, ready = asyncio.Event(), threading.Event()
-
-    async def main() -> None:
-        ready_flag = asyncio.Event()
-        waiter = asyncio.ensure_future(ready_flag.wait())
-        waiter.add_done_callback(lambda _: ready.set())
-        await operate(settings, registry, runtime, stop_flag=stop, ready_flag=ready_flag)
-
-    thread = threading.Thread(target=lambda: loop.run_until_complete(main()), daemon=True)
-    thread.start()
-    assert await asyncio.to_thread(ready.wait, 20), "the controller did not start within 20 s"
+    # The controller runs in its own thread and event loop, as it would in its own pod.
+    controller = ControllerThread(settings, registry, runtime)
+    assert await asyncio.to_thread(controller.start, 20), "the controller did not start within 20 s"
     yield harness
-    loop.call_soon_threadsafe(stop.set)
-    await asyncio.to_thread(thread.join, 20)
-    assert not thread.is_alive(), "the controller did not stop within 20 s"
+    assert await asyncio.to_thread(controller.stop, 20), "the controller did not stop within 20 s"
     # Every test doubles as an RBAC audit: the controller used nothing the chart does not grant.
     assert forbidden_requests(kmock) == []
 

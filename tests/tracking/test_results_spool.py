@@ -10,15 +10,15 @@ from __future__ import annotations
 import contextlib
 import shutil
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mlflow import MlflowClient
+from test_spool_and_baselines import benchgate, runs_with_key
 
-from benchgate import spool, tracking
+from benchgate import spool
 from benchgate.files import read_json
 from benchgate.kfp import params
 from benchgate.kfp.params import CLUSTER_BASELINE_DIR
@@ -100,23 +100,6 @@ def snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
         for p in sorted(directory.rglob("*"))
         if p.is_file()
     }
-
-
-def benchgate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "benchgate", *args], cwd=cwd, capture_output=True, text=True, timeout=300
-    )
-
-
-def runs_with_key(client: MlflowClient, experiment: str, run_key: str) -> list[Any]:
-    found = client.get_experiment_by_name(experiment)
-    if found is None:
-        return []
-    return list(
-        client.search_runs(
-            [found.experiment_id], filter_string=f"tags.`{tracking.TAG_RUN_KEY}` = '{run_key}'"
-        )
-    )
 
 
 def sync_from(directory: Path, experiment: str, uri: str, cwd: Path) -> subprocess.CompletedProcess[str]:

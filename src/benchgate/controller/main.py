@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -60,6 +61,38 @@ async def operate(
         stop_flag=stop_flag,
         ready_flag=ready_flag,
     )
+
+
+class ControllerThread:
+    """The controller in a thread and event loop of its own, inside another program (the operator
+    tests, the overhead benchmark): kopf cancels the tasks of its loop when it stops, which must not
+    reach the host program's."""
+
+    def __init__(
+        self, settings: ControllerSettings, registry: kopf.OperatorRegistry, runtime: Runtime
+    ) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.stop_flag = asyncio.Event()
+        self.ready = threading.Event()
+
+        async def main() -> None:
+            ready_flag = asyncio.Event()
+            waiter = asyncio.ensure_future(ready_flag.wait())
+            waiter.add_done_callback(lambda _: self.ready.set())
+            await operate(settings, registry, runtime, stop_flag=self.stop_flag, ready_flag=ready_flag)
+
+        self.thread = threading.Thread(target=lambda: self.loop.run_until_complete(main()), daemon=True)
+
+    def start(self, timeout_s: float) -> bool:
+        """Start it; True once kopf is ready, False if not within `timeout_s`."""
+        self.thread.start()
+        return self.ready.wait(timeout_s)
+
+    def stop(self, timeout_s: float) -> bool:
+        """Ask kopf to stop and wait; True once the thread has ended."""
+        self.loop.call_soon_threadsafe(self.stop_flag.set)
+        self.thread.join(timeout_s)
+        return not self.thread.is_alive()
 
 
 def run(settings: ControllerSettings, liveness: str | None) -> None:

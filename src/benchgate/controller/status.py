@@ -102,14 +102,14 @@ def verdict_summary(tags: Mapping[str, str], metrics: Mapping[str, float]) -> di
     """status.verdict from the MLflow gate run's verdict tag and gate/* metrics."""
     from benchgate.tracking import TAG_VERDICT
 
-    changes = {}
+    changes: dict[str, float] = {}
     for key, value in metrics.items():
         parts = key.split("/")
         if len(parts) == 3 and parts[0] == "gate" and parts[2] == "tokens_per_s_change_pct":
-            changes[parts[1]] = round(float(value), 2)
+            changes[parts[1]] = float(value)
     summary: dict[str, Any] = {"result": tags.get(TAG_VERDICT, "")}
     if changes:
-        summary["tokensPerSecondChangePct"] = changes
+        summary["tokensPerSecondChangePct"] = {ws: round(change, 2) for ws, change in changes.items()}
         worst = min(changes, key=lambda ws: changes[ws])
         summary["throughputChange"] = f"{changes[worst]:+.1f}% (ws={worst.removeprefix('ws')})"
     checks = {

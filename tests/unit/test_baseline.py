@@ -156,7 +156,7 @@ def test_old_layout_directory_is_read_then_moved_behind_a_link_on_the_next_save(
 def test_the_baseline_compare_screened_against_reaches_the_ab_tasks_empty_store(tmp_path: Path) -> None:
     # Without a volume each task's store is pod-local: compare hands its baseline (the version
     # directory) to A/B in its results, and A/B puts it into its own store as it was.
-    from benchgate.kfp.tasks import SCREENED_BASELINE, restore_baseline
+    from benchgate.kfp.pod_stores import SCREENED_BASELINE, restore_baseline
 
     save_baseline(load_bundle(write_run(tmp_path / "run")), tmp_path / "compare-store", "branch main")
     screened = find_baseline(tmp_path / "compare-store", PROFILE, "w")

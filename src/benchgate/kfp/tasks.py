@@ -25,11 +25,15 @@ from benchgate.config import RunConfig, parse_config
 from benchgate.errors import EXIT_REGRESSION, EXIT_UNKNOWN, BenchgateError, ConfigError
 from benchgate.files import read_json, write_json
 from benchgate.kfp.params import task_stores
+from benchgate.kfp.pod_stores import (
+    SCREENED_BASELINE,
+    hand_over_baseline,
+    publish_and_keep,
+    restore_baseline,
+)
 from benchgate.progress import MarkerReporter
 
 ERROR_FILE = "error.json"
-# In compare's results when an A/B follows and the stores are pod-local: the baseline it screened against.
-SCREENED_BASELINE = "screened-baseline"
 
 
 class MetricsSink(Protocol):
@@ -254,53 +258,11 @@ def compare_task(
         worlds = worlds_for_ab(comparison, baseline, bool(base_commit))
         publish_verdict(out, verdict_markdown, figures)
         if worlds and baseline is not None and config.gate.baseline_dir != configured.gate.baseline_dir:
-            # The A/B task's pod starts with an empty store: hand it the baseline screened against.
-            shutil.copytree(baseline.path, out / SCREENED_BASELINE, dirs_exist_ok=True)
+            hand_over_baseline(baseline.path, out)  # the A/B task's pod starts with an empty store
         if not worlds:
             with stage("publish"):
                 publish_and_keep(configured, config, out)
         return comparison.verdict, ",".join(str(ws) for ws in worlds), base_commit
-
-
-def publish_and_keep(configured: RunConfig, config: RunConfig, out: Path) -> dict[str, Any]:
-    """Publish the final verdict (`config`: the stores this task uses; `configured`: those of config.json).
-
-    A run MLflow did not take stays in the spool, which is on the pod's disk unless a volume holds it,
-    so a copy goes into the results artifact too, under spool/<run key>/: the pipeline root's object
-    store keeps it, and `benchgate sync --from DIR` sends it from there. Without a tracking URI and a
-    volume the embedded MLflow store would be in the pod as well: the run is not logged there, only kept.
-    """
-    from benchgate import spool, tracking
-    from benchgate.publish import PUBLISHED_FILE, publish_run
-
-    hold = None
-    if tracking.is_local_store(config) and config.tracking.local_dir != configured.tracking.local_dir:
-        hold = "no MLflow tracking URI and no baseline_pvc: an embedded MLflow store would go with the pod"
-    published = publish_run(config, out, hold=hold)
-    if published.get("spooled"):
-        kept = spool.keep_copy(Path(published["spooled"]), out / spool.ARTIFACT_DIR)
-        published["kept"] = f"{spool.ARTIFACT_DIR}/{kept.name}"
-        write_json(out / PUBLISHED_FILE, published)
-    return published
-
-
-def restore_baseline(compared: Path, baseline_dir: Path) -> None:
-    """Put the baseline the compare task screened against into this pod's (empty) store."""
-    from benchgate.baseline import save_baseline
-    from benchgate.results import load_bundle
-
-    copy = compared / SCREENED_BASELINE
-    if not (copy / "baseline.json").is_file():
-        return
-    meta = read_json(copy / "baseline.json")
-    save_baseline(
-        load_bundle(copy),
-        baseline_dir,
-        str(meta["reason"]),
-        created_unix=float(meta["created_unix"]),
-        history=list(read_json(copy / "history.json")["runs"]),
-        extra=meta,
-    )
 
 
 def _base_commit(env: dict[str, Any], baseline: Any) -> str:

@@ -165,7 +165,8 @@ class Cluster:
         obj = self.get(name, plural=plural)
         return dict((obj or {}).get("status") or {})
 
-    async def wait(self, check: Callable[[], Any], timeout_s: float = 15.0, what: str = "") -> Any:
+    async def wait(self, check: Callable[[], Any], timeout_s: float = 30.0, what: str = "") -> Any:
+        """Poll `check` until it is truthy; the limit is generous for a loaded CI host, not a target."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             value = check()
@@ -174,7 +175,7 @@ class Cluster:
             await asyncio.sleep(0.05)
         raise AssertionError(f"timed out after {timeout_s} s waiting for {what or check}")
 
-    async def phase(self, name: str, phase: str, timeout_s: float = 15.0) -> dict[str, Any]:
+    async def phase(self, name: str, phase: str, timeout_s: float = 30.0) -> dict[str, Any]:
         result: dict[str, Any] = await self.wait(
             lambda: self.status(name) if self.status(name).get("phase") == phase else None,
             timeout_s,

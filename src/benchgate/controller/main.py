@@ -37,6 +37,9 @@ def build(
         settings.scanning.disabled = True
         settings.posting.level = logging.WARNING
         settings.watching.reconnect_backoff = 1.0
+        # A run deleted while one of its timers is mid-call (the TTL timer deletes its own object)
+        # keeps its finalizer until kopf looks again: every second, not kopf's default minute.
+        settings.background.cancellation_polling = 1.0
 
     runtime = Runtime(settings, KfpRuns(settings), KubeRuns(kube_host), Verdicts(settings), clock)
     return registry, runtime

@@ -39,6 +39,8 @@ class Scenario:
     fail_with: int | None = None
     # Answer POST /runs with 400, as KFP does for a pipeline spec or parameter it cannot accept.
     reject_runs: bool = False
+    # Seconds POST /runs takes before answering (a slow KFP: a submission still in flight).
+    create_delay_s: float = 0.0
 
 
 @dataclass
@@ -164,6 +166,8 @@ class _Handler(BaseHTTPRequestHandler):
                 and (name is None or r["display_name"] == name)
             ]
             return self._send(200, {"runs": found, "total_size": len(found)} if found else {})
+        if fake.scenario.create_delay_s:
+            time.sleep(fake.scenario.create_delay_s)
         if fake.scenario.reject_runs:
             return self._send(400, {"error": "invalid run: world_size_n is out of range", "code": 3})
         # With a platform spec (ours has one) the body nests {"pipeline_spec": ..., "platform_spec": ...}.

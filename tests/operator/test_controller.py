@@ -184,6 +184,18 @@ async def test_deleting_a_running_benchmarkrun_terminates_its_kfp_run(cluster: C
     assert cluster.kfp.terminated == [run_id]
 
 
+async def test_deleting_a_benchmarkrun_mid_submission_terminates_the_run(cluster: Cluster) -> None:
+    """The deletion arrives while KFP is still creating the run, so the object's status never names
+    it: the controller remembers the id and terminates it all the same."""
+    cluster.kfp.scenario.create_delay_s = 1.0
+    await cluster.create(run_manifest("pr-11"))
+    await cluster.wait(lambda: cluster.kfp.calls("POST", "/runs") == 1, what="the submission to start")
+    await cluster.delete("pr-11")
+    await cluster.wait(lambda: cluster.get("pr-11") is None, what="pr-11 to be gone")
+    (run_id,) = cluster.kfp.runs
+    assert cluster.kfp.terminated == [run_id]
+
+
 async def test_deleting_a_finished_benchmarkrun_leaves_kfp_alone(cluster: Cluster) -> None:
     await cluster.create(run_manifest("pr-9"))
     await cluster.phase("pr-9", "Running")

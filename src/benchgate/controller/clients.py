@@ -55,6 +55,9 @@ class KfpRuns:
     def ensure(self, run_name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
         return ensure_run(self.api(), self.experiment_id(), run_name, arguments, self.pipeline_spec)
 
+    def find(self, run_name: str) -> str | None:
+        return self.api().find_run(self.experiment_id(), run_name)
+
     def state(self, run_id: str) -> tuple[str, list[tuple[str, str]]]:
         return self.api().run_state(run_id)
 

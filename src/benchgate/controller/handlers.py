@@ -45,6 +45,7 @@ from benchgate.kfp.submit import KfpRefused, KfpRejected, pipeline_parameter_nam
 from benchgate.source import remote_branch_head
 
 RUNS = (GROUP, VERSION, "benchmarkruns")
+REFUSED = "refused"
 SCHEDULES = (GROUP, VERSION, "benchmarkschedules")
 
 
@@ -60,7 +61,7 @@ class Runtime:
     # Runs holding a slot of their namespace's concurrency limit (by name), claimed before submitting.
     slots: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     slot_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    # What the create handler decided per object uid: "submitted" or "refused". kmock (and a watch that
+    # What the create handler decided per object uid: the KFP run id, or REFUSED. kmock (and a watch that
     # restarts) can deliver an object's creation again with its old body, before our status; this
     # memory keeps a second firing from reaching KFP again. After a restart, `ensure_run` finds the run.
     decided: dict[str, str] = field(default_factory=dict)
@@ -123,7 +124,7 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
             parsed = parse_spec(BenchmarkRunSpec, dict(spec))
             arguments = pipeline_arguments(parsed, rt.settings.mlflow_uri, rt.known_parameters)
         except ConfigError as e:
-            rt.decided[uid] = "refused"
+            rt.decided[uid] = REFUSED
             _reject(body, patch, status, "InvalidSpec", str(e), now)
             raise kopf.PermanentError(f"invalid spec: {e}") from None
         patch.status["shortCommit"] = parsed.commit[:12]
@@ -141,7 +142,7 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
             run_id, reused = await asyncio.to_thread(rt.kfp.ensure, run_name, arguments)
         except (KfpRefused, KfpRejected) as e:
             _release_slot(rt, namespace, name)
-            rt.decided[uid] = "refused"
+            rt.decided[uid] = REFUSED
             reason = "KfpUnauthorized" if isinstance(e, KfpRefused) else "KfpRejected"
             _reject(body, patch, status, reason, str(e), now)
             raise kopf.PermanentError(str(e)) from None
@@ -152,7 +153,7 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
                 status.get("conditions"), st.condition("Submitted", False, "KfpUnavailable", str(e), now)
             )
             raise kopf.TemporaryError(str(e), delay=rt.settings.poll_s) from None
-        rt.decided[uid] = "submitted"
+        rt.decided[uid] = run_id
         logger.info(f"{'attached to' if reused else 'submitted'} KFP run {run_name} ({run_id})")
         message = f"{'attached to existing' if reused else 'submitted'} KFP run {run_name}"
         patch.status.update(
@@ -278,17 +279,32 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
             await asyncio.to_thread(memo.kube.delete, namespace, name)
 
     @kopf.on.delete(*RUNS, registry=registry, id="terminate")
-    async def terminate(status: Any, namespace: str, name: str, uid: str, memo: Runtime, **_: Any) -> None:
+    async def terminate(
+        status: Any, namespace: str, name: str, uid: str, memo: Runtime, logger: logging.Logger, **_: Any
+    ) -> None:
         _release_slot(memo, namespace, name)
-        memo.decided.pop(uid, None)
-        run_id = status.get("kfpRunId")
-        if run_id and status.get("phase") not in st.TERMINAL_PHASES:
+        decided = memo.decided.pop(uid, None)
+        if status.get("phase") in st.TERMINAL_PHASES or decided == REFUSED:
+            return
+        # The status may predate the submission (deleted while submitting): the id is remembered, and
+        # after a restart the run is looked up by its name. A lookup that fails does not hold up the
+        # deletion (there may be no run at all); a known run is terminated, retried while KFP is down.
+        run_id = status.get("kfpRunId") or decided
+        if not run_id:
             try:
-                await asyncio.to_thread(memo.kfp.terminate, str(run_id))
-            except RunFailedError as e:
-                raise kopf.TemporaryError(
-                    f"terminating KFP run {run_id}: {e}", delay=memo.settings.poll_s
-                ) from None
+                run_id = await asyncio.to_thread(memo.kfp.find, st.kfp_run_name(namespace, name, uid))
+            except (RunFailedError, ConfigError) as e:
+                logger.warning(f"could not look for a KFP run of {namespace}/{name} to terminate: {e}")
+                return
+        if not run_id:
+            return
+        try:
+            await asyncio.to_thread(memo.kfp.terminate, str(run_id))
+        except ConfigError as e:  # refused, or KFP will not terminate it (it has ended)
+            logger.warning(f"could not terminate KFP run {run_id}: {e}")
+        except RunFailedError as e:
+            message = f"terminating KFP run {run_id}: {e}"
+            raise kopf.TemporaryError(message, delay=memo.settings.poll_s) from None
 
     @kopf.on.update(*RUNS, registry=registry, id="immutable", field="spec")
     async def immutable(body: Any, **_: Any) -> None:

@@ -11,6 +11,9 @@ harness imports the workload from there (benchgate.ab_runner.Side.source_paths).
     python benchmarks/power.py power      [--trials 6] [--tolerance 5] [--levels 0,3,5,10,20]
                                           [--modes screen,ab]  real decisions per level and mode,
                                                           interleaved in random order
+    python benchmarks/power.py outage     [--trials 3] [--levels 0,10,20]  whole gate runs with MLflow
+                                          unreachable and no cached baseline (a pod without a volume):
+                                          the verdict now, and what the rule before it said (all NEW)
 
 Results go to benchmarks/results/*.json; every command prints its figures. Rates come with Wilson 95%
 intervals and the number of trials behind them.
@@ -307,6 +310,69 @@ def _print_power(results: list[dict[str, Any]]) -> None:
             )
 
 
+def cmd_outage(args: argparse.Namespace) -> None:
+    """MLflow down and an empty store: nothing can be compared, so no level may PASS (it would be a
+    regression passing as a first run); each run goes through the whole local pipeline."""
+    import os
+    import socket
+
+    from benchgate.compare import compare
+    from benchgate.kfp.local_run import run_gate
+    from benchgate.results import load_bundle
+
+    with socket.socket() as probe:  # a port nothing listens on: MLflow "down"
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        levels = [int(x) for x in args.levels.split(",")]
+        plan = [level for level in levels for _ in range(args.trials)]
+        random.Random(2).shuffle(plan)
+        for i, level in enumerate(plan):
+            side = checkout(root, f"level{level}", LEVELS[level])
+            os.environ["PYTHONPATH"] = os.pathsep.join(str(p) for p in side.source_paths)
+            sys.path[:0] = [str(p) for p in side.source_paths]
+            config = load_config(
+                overrides={
+                    "bench.workload": "powerwork:make_workload",
+                    "bench.world_sizes": [1],
+                    "eval.enabled": False,
+                    "trace.enabled": False,
+                    "gate.baseline_dir": root / f"empty-store{i}",
+                    "tracking.uri": dead,
+                    "tracking.max_wait_s": 2.0,
+                    "tracking.local_dir": root / "mlflow",
+                    "tracking.spool_dir": root / f"spool{i}",
+                    "out": root / f"out{i}",
+                }
+            )
+            started = time.monotonic()
+            outcome = run_gate(config)
+            sys.path[: len(side.source_paths)] = []
+            before = compare(None, load_bundle(outcome.out_dir), config.gate.tolerances).verdict
+            results.append(
+                {
+                    "level": level,
+                    "verdict": outcome.comparison.verdict,
+                    "exit_code": outcome.comparison.exit_code,
+                    "verdict_before": before,
+                    "seconds": time.monotonic() - started,
+                }
+            )
+            print(f"[{i + 1}/{len(plan)}] +{level} layers: {results[-1]}", flush=True)
+            write_json(RESULTS / "outage.json", {"mlflow": "unreachable", "store": "empty", "runs": results})
+    for level in levels:
+        rows = [r for r in results if r["level"] == level]
+        passed = sum(r["verdict"] == "PASS" for r in rows)
+        unknown = sum(r["verdict"] == "UNKNOWN" for r in rows)
+        passed_before = sum(r["verdict_before"] == "PASS" for r in rows)
+        print(
+            f"  +{level} layers: now PASS {rate(passed, len(rows))}, UNKNOWN {rate(unknown, len(rows))}; "
+            f"before PASS {rate(passed_before, len(rows))}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -322,11 +388,14 @@ def main() -> None:
     power.add_argument("--tolerance", type=float, default=5.0)
     power.add_argument("--levels", default=",".join(map(str, LEVELS)), help="e.g. 0,5")
     power.add_argument("--modes", default="screen,ab", help="screen, ab or both")
+    outage = sub.add_parser("outage")
+    outage.add_argument("--trials", type=int, default=3)
+    outage.add_argument("--levels", default="0,10,20", help="e.g. 0,10")
     args = parser.parse_args()
     RESULTS.mkdir(exist_ok=True)
-    {"noise": cmd_noise, "record-aa": cmd_record_aa, "resample": cmd_resample, "power": cmd_power}[
-        args.command
-    ](args)
+    commands = {"noise": cmd_noise, "record-aa": cmd_record_aa, "resample": cmd_resample}
+    commands.update(power=cmd_power, outage=cmd_outage)
+    commands[args.command](args)
 
 
 if __name__ == "__main__":

@@ -119,3 +119,70 @@ def slow_once(marker: str, step_ms: float = 20.0) -> Sleepy:
     if first_launch and os.environ["LOCAL_RANK"] == "0":
         path.write_text("launched")
     return Sleepy(step_ms * 1.5 if first_launch else step_ms)
+
+
+# Workloads that break the contract (benchgate.workloads.base); the env task must refuse each one
+# within seconds, naming the member and the value, before any bench runs.
+
+
+class _ScalarOfShapeOne(Sleepy):
+    name = "loss-shape-one"
+
+    def loss(self, output: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
+        return super().loss(output, batch).reshape(1)  # [1], not []: a common slip with .view(-1)
+
+
+def loss_shape_one() -> Sleepy:
+    return _ScalarOfShapeOne(step_ms=1.0)
+
+
+class _FlopsAsText(Sleepy):
+    name = "flops-as-text"
+
+    def flops_per_token(self) -> Any:
+        return "6N"
+
+
+def flops_as_text() -> Sleepy:
+    return _FlopsAsText(step_ms=1.0)
+
+
+class _TokensPerStepBool(Sleepy):
+    name = "tokens-per-step-bool"
+    tokens_per_step = True  # type: ignore[assignment]  # True is an int to Python, and would count as 1
+
+
+def tokens_per_step_bool() -> Sleepy:
+    return _TokensPerStepBool(step_ms=1.0)
+
+
+def named(name: str) -> Sleepy:
+    """`sleepy` under another name, e.g. one with a quote or a slash (it becomes a path and a filter)."""
+    workload = Sleepy(step_ms=1.0)
+    workload.name = name
+    return workload
+
+
+class _IntegerLoss(Sleepy):
+    name = "integer-loss"
+
+    def loss(self, output: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
+        return super().loss(output, batch).round().long()
+
+
+def integer_loss() -> Sleepy:
+    return _IntegerLoss(step_ms=1.0)
+
+
+class _WrongLogits(Sleepy):
+    """Has the eval hook, but its logits are [batch, time, 16] instead of [batch, time, 256]."""
+
+    name = "wrong-logits"
+    eval_seq_len = 128
+
+    def logits(self, model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(*tokens.shape, 16)
+
+
+def wrong_logits() -> Sleepy:
+    return _WrongLogits(step_ms=1.0)

@@ -7,7 +7,10 @@ state over a few polls. It does not execute pipelines; each test chooses how the
 runs through the scenario, or one run with `force`), can make the whole server answer an error status
 (`scenario.fail_with`, e.g. 503 while "down"), and can make it reject new runs as invalid
 (`scenario.reject_runs`). Terminating a run (`POST /runs/{id}:terminate`, as
-`kfp.Client.terminate_run` sends) ends it CANCELED.
+`kfp.Client.terminate_run` sends) ends it CANCELED. Listing runs applies the filter's EQUALS and
+IS_SUBSTRING predicates on `display_name`, pages by `page_size`/`page_token` (answering
+`next_page_token`), and shows each run's current state, as KFP's list does; only GET /runs/{id} counts
+as a poll that moves a run on.
 
 `created_at` holds, for each entry of `created_runs` (same index), the `time.monotonic()` at which the
 server accepted that POST /runs: benchmarks use it to time submissions as the server saw them.
@@ -73,6 +76,19 @@ def _predicate_value(filter_text: str | None, key: str) -> str | None:
         if predicate.get("key") == key and predicate.get("operation") == "EQUALS":
             return predicate.get("stringValue", predicate.get("string_value"))
     return None
+
+
+def _matches(filter_text: str | None, record: dict[str, Any]) -> bool:
+    """Whether `record` passes every predicate of a v2beta1 filter (EQUALS and IS_SUBSTRING on strings,
+    the two operations benchgate sends; KFP's IS_SUBSTRING is a SQL LIKE '%value%')."""
+    for predicate in json.loads(filter_text or "{}").get("predicates", []):
+        value = predicate.get("stringValue", predicate.get("string_value"))
+        field_value = str(record.get(predicate.get("key"), ""))
+        if predicate.get("operation") == "EQUALS" and field_value != value:
+            return False
+        if predicate.get("operation") == "IS_SUBSTRING" and str(value) not in field_value:
+            return False
+    return True
 
 
 def _task_details(outcome: str, done: bool) -> list[dict[str, Any]]:
@@ -158,14 +174,16 @@ class _Handler(BaseHTTPRequestHandler):
     def _runs(self, method: str, query: dict[str, str], body: dict[str, Any]) -> None:
         fake = self.fake
         if method == "GET":
-            name = _predicate_value(query.get("filter"), "display_name")
             found = [
-                r
+                {**r, "state": self._state(r["run_id"])[0]}
                 for r in fake.runs.values()
-                if r["experiment_id"] == query.get("experiment_id")
-                and (name is None or r["display_name"] == name)
+                if r["experiment_id"] == query.get("experiment_id") and _matches(query.get("filter"), r)
             ]
-            return self._send(200, {"runs": found, "total_size": len(found)} if found else {})
+            start, size = int(query.get("page_token") or 0), int(query.get("page_size") or 10)
+            page: dict[str, Any] = {"runs": found[start : start + size], "total_size": len(found)}
+            if start + size < len(found):
+                page["next_page_token"] = str(start + size)
+            return self._send(200, page if found else {})
         if fake.scenario.create_delay_s:
             time.sleep(fake.scenario.create_delay_s)
         if fake.scenario.reject_runs:
@@ -199,20 +217,27 @@ class _Handler(BaseHTTPRequestHandler):
             fake.forced[run_id] = ("CANCELED", "CANCELED")
         return self._send(200, {})
 
+    def _state(self, run_id: str) -> tuple[str, str, bool]:
+        """(state, outcome for the task details, done) of a run after the polls it has had so far."""
+        fake = self.fake
+        outcome = fake.scenario.outcome
+        polls = fake.polls.get(run_id, 0)
+        done = outcome != "RUNNING" and polls > fake.scenario.polls_until_done
+        state = "RUNNING" if polls else "PENDING"
+        if done:
+            state = {"SUCCEEDED": "SUCCEEDED", "CANCELED": "CANCELED"}.get(outcome, "FAILED")
+        if run_id in fake.forced:
+            state, outcome = fake.forced[run_id]
+            done = state in ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED")
+        return state, outcome, done
+
     def _get_run(self, run_id: str) -> None:
         fake = self.fake
         run = fake.runs.get(run_id)
         if run is None:
             return self._send(404, {"error": f"run {run_id} not found", "code": 5})
         fake.polls[run_id] = fake.polls.get(run_id, 0) + 1
-        outcome = fake.scenario.outcome
-        done = outcome != "RUNNING" and fake.polls[run_id] > fake.scenario.polls_until_done
-        state = "RUNNING"
-        if done:
-            state = {"SUCCEEDED": "SUCCEEDED", "CANCELED": "CANCELED"}.get(outcome, "FAILED")
-        if run_id in fake.forced:
-            state, outcome = fake.forced[run_id]
-            done = state in ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED")
+        state, outcome, done = self._state(run_id)
         run = {**run, "state": state, "run_details": {"task_details": _task_details(outcome, done)}}
         return self._send(200, run)
 

@@ -20,6 +20,10 @@ history entry. Readers never take the lock.
 
 Stores written before versions existed hold a plain <workload> directory: readers read it as it is,
 and the first writer moves it into the versions behind a link.
+
+A truncated or edited baseline.json or history.json is a BaselineError naming the file (exit 2), never
+an empty history. A disk that refuses a promotion (full, read-only) is a DiskError naming the store
+(exit 3): the staging directory is removed and the link still points at the previous, complete version.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from benchgate import stats
+from benchgate.diskfaults import writing
 from benchgate.errors import BaselineError
 from benchgate.files import read_json, write_json
 from benchgate.results import METRICS_FILE, Bundle, load_bundle
@@ -58,8 +63,18 @@ def find_baseline(baseline_dir: Path, machine_profile: str, workload: str) -> Bu
 
 def read_meta(baseline_dir: Path, machine_profile: str, workload: str) -> dict[str, Any] | None:
     """The stored baseline's baseline.json (who, when, why), None if there is none."""
-    location = baseline_location(baseline_dir, machine_profile, workload)
-    return _read_current(location, lambda directory: dict(read_json(directory / "baseline.json")))
+    return _read_current(baseline_location(baseline_dir, machine_profile, workload), _read_meta)
+
+
+def _read_meta(directory: Path) -> dict[str, Any]:
+    path = directory / "baseline.json"
+    try:
+        meta = read_json(path)
+    except ValueError as e:
+        raise BaselineError(str(e)) from None
+    if not isinstance(meta, dict):
+        raise BaselineError(f"{path}: a JSON {type(meta).__name__}, not an object")
+    return meta
 
 
 def save_baseline(
@@ -77,6 +92,21 @@ def save_baseline(
     workload = run.workload
     assert workload is not None, "a loaded bundle always has metrics"
     location = baseline_location(baseline_dir, run.machine_profile, workload)
+    with writing("the baseline store", location):
+        _promote(run, baseline_dir, reason, location, created_unix, history, extra)
+    return location
+
+
+def _promote(
+    run: Bundle,
+    baseline_dir: Path,
+    reason: str,
+    location: Path,
+    created_unix: float | None,
+    history: list[dict[str, Any]] | None,
+    extra: dict[str, Any] | None,
+) -> None:
+    workload = location.name
     versions = location.with_name(f".{workload}.versions")
     location.parent.mkdir(parents=True, exist_ok=True)
     with _locked(location):
@@ -111,7 +141,6 @@ def save_baseline(
             raise
         _point(location, version)
         _prune(versions)
-    return location
 
 
 def _read_current(location: Path, read: Callable[[Path], T]) -> T | None:

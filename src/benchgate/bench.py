@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import resource
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -29,7 +30,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from benchgate import stats
+from benchgate import lifeline, stats
 from benchgate.config import RunConfig
 from benchgate.env import capture_environment
 from benchgate.errors import BenchgateError, RunFailedError
@@ -40,7 +41,7 @@ from benchgate.progress import PROGRESS_PREFIX
 from benchgate.sysmetrics import sampling
 from benchgate.training import Trainer, build_trainer, resolve_device, resolve_precision
 from benchgate.turns import SIDES, TurnClient
-from benchgate.workloads.base import load_workload
+from benchgate.workloads.base import check_loss, load_workload
 
 SCHEMA_VERSION = 1
 
@@ -140,6 +141,10 @@ def _run_steps(
             turns.done()
         if report and ((i + 1) % every == 0 or i + 1 == n):
             print(f"{PROGRESS_PREFIX} {i + 1} {n}", flush=True)
+    if losses:
+        # After the timed steps, and reading no value: a loss of shape [1] would stack into [n, 1]
+        # and fail later as a run failure. The env task checked this workload; an A/B base has not.
+        check_loss(losses[0], f"bench.workload: {trainer.workload.name}")
     return torch.stack(losses).float().cpu().tolist() if losses else []
 
 
@@ -301,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--side", choices=SIDES, help="this worker group's side of the A/B round")
     parser.add_argument("--source-path", action="append", default=[], help="code under test (repeatable)")
     args = parser.parse_args(argv)
+    # A rank outliving torchrun (killed by -9 or the OOM killer) would hold its core and its peers' port.
+    lifeline.die_with_parent(signal.SIGKILL)
     try:
         config = RunConfig.model_validate(json.loads(args.config.read_text()))
         turn_taking = TurnTaking(args.turns, args.side) if args.turns else None

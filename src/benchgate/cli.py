@@ -54,7 +54,8 @@ def _parse_pairs(pairs: list[str], flag: str) -> dict[str, Any]:
             raise ConfigError(f"{flag}: got {pair!r}, expected KEY=VALUE")
         try:
             parsed[key] = json.loads(raw)  # numbers and booleans keep their type
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, an int past 4300 digits, nesting too deep
+            # Taken as the text it is; the config or the pipeline's parameters then judge it.
             parsed[key] = raw
     return parsed
 
@@ -251,8 +252,18 @@ def submit(
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Follow the run to its verdict.")] = True,
     timeout_s: Annotated[float, typer.Option(help="Longest wait for the run, seconds.")] = 3600.0,
     poll_s: Annotated[float, typer.Option(help="Seconds between status checks while waiting.")] = 15.0,
+    rerun: Annotated[
+        bool,
+        typer.Option(
+            "--rerun",
+            help="Start a new attempt (NAME-attempt-2, -3, ...) when the latest run of this commit and "
+            "these arguments ended FAILED, CANCELED or SKIPPED; one still going or SUCCEEDED is attached "
+            "to as without it.",
+        ),
+    ] = False,
 ) -> None:
     """Run the pipeline on a KFP cluster (KFP_HOST, KFP_TOKEN) and exit with the gate's exit code."""
+    from benchgate.kfp.params import validate_pipeline_arguments
     from benchgate.kfp.submit import build_arguments, connection_from_env, pipeline_parameter_names
     from benchgate.kfp.submit import submit as submit_run
     from benchgate.source import validate_commit
@@ -266,9 +277,17 @@ def submit(
             _parse_pairs(param or [], "--param"),
             pipeline_parameter_names(),
         )
+        validate_pipeline_arguments(arguments)  # the env task's config check, before anything is sent
         conn = connection_from_env(os.environ)
         outcome = submit_run(
-            arguments, conn, experiment, wait=wait, timeout_s=timeout_s, poll_s=poll_s, say=console.print
+            arguments,
+            conn,
+            experiment,
+            wait=wait,
+            timeout_s=timeout_s,
+            poll_s=poll_s,
+            say=console.print,
+            rerun=rerun,
         )
     except BenchgateError as exc:
         _fail(exc)

@@ -2,21 +2,33 @@
 
 Each reads the same settings as `benchgate run` (config file, MLFLOW_TRACKING_URI, --tracking-uri), so
 they talk to the store the runs went to. An unreachable server is exit 3 after the bounded wait, a run
-id or profile that does not exist is exit 2.
+id or profile that does not exist is exit 2, and so is a damaged spool entry (`sync` names it and sends
+the others). A disk of this machine that refuses a write (the spool, MLflow's local store, the PNG) is
+exit 3, naming the path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from benchgate.config import RunConfig, load_config
-from benchgate.errors import BadInputError, BenchgateError, RunFailedError
-from benchgate.terminal import console, fail
+from benchgate.diskfaults import local_faults, writing
+from benchgate.errors import (
+    BadInputError,
+    BenchgateError,
+    DiskError,
+    RunFailedError,
+    SpoolEntryError,
+)
+from benchgate.terminal import console, errors, fail
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -48,6 +60,18 @@ def _connect(cfg: RunConfig) -> Tracker:
         raise RunFailedError(str(e)) from None
 
 
+@contextlib.contextmanager
+def _talking_to(tracker: Tracker) -> Iterator[None]:
+    """A server that stops answering after the connect is exit 3 with its error, not a traceback."""
+    from benchgate import tracking
+
+    try:
+        with local_faults(tracker.local_dir):
+            yield
+    except tracking.send_errors() as e:
+        raise RunFailedError(f"MLflow at {tracker.uri}: {tracking.short_error(e)}") from None
+
+
 def _this_profile() -> str:
     from benchgate.env import capture_environment
 
@@ -62,7 +86,8 @@ def _profile_runs(
 
     tracker = _connect(_config(config, tracking_uri))
     profile = profile or _this_profile()
-    return tracker, profile, tracking_read.gate_runs(tracker, profile, workload, **search)
+    with _talking_to(tracker):
+        return tracker, profile, tracking_read.gate_runs(tracker, profile, workload, **search)
 
 
 def _when(unix: float) -> str:
@@ -83,7 +108,8 @@ def baseline_promote(
 
     try:
         tracker = _connect(_config(config, tracking_uri))
-        run = tracking_read.promote(tracker, run_id, reason)
+        with _talking_to(tracker):
+            run = tracking_read.promote(tracker, run_id, reason)
     except BenchgateError as exc:
         fail(exc)
     tags = run.data.tags
@@ -195,7 +221,11 @@ def history(
             *cells,
         )
     console.print(table)
-    console.print(f"plot: {history_png(points, png)}")
+    try:
+        with writing("the plot", png):
+            console.print(f"plot: {history_png(points, png)}")
+    except BenchgateError as exc:
+        fail(exc)
 
 
 FromOption = Annotated[
@@ -219,9 +249,11 @@ def sync(
 ) -> None:
     """Send the runs spooled while MLflow was unreachable. Safe to repeat: a run is never logged twice.
 
-    Sent entries are removed from the spool directory; entries read with --from are left in place.
+    Sent entries are removed from the spool directory; entries read with --from are left in place. A
+    damaged entry is named and left where it is while the others are sent; exit 2 then (a partial sync:
+    it needs a human), 3 when MLflow could not be reached or a local disk refused, 0 when all were sent.
     """
-    from benchgate import spool, tracking
+    from benchgate import spool
 
     try:
         cfg = load_config(config, {"tracking.uri": tracking_uri, "tracking.spool_dir": spool_dir})
@@ -233,21 +265,56 @@ def sync(
             # each found; the run key makes every copy after the first "already in MLflow".)
             unique = {str(entry.resolve()): entry for d in from_dirs for entry in spool.found(d)}
             entries, owned, where = list(unique.values()), False, ", ".join(str(d) for d in from_dirs)
+            damaged: list[str] = []
         else:
-            entries, owned, where = spool.pending(cfg.tracking.spool_dir), True, str(cfg.tracking.spool_dir)
-        if not entries:
+            own = cfg.tracking.spool_dir
+            entries, owned, where = spool.pending(own), True, str(own)
+            damaged = [f"{p}: not a spool entry (no {spool.RECORD_FILE})" for p in spool.strays(own)]
+        for line in damaged:
+            _warn_damaged(line)
+        if not entries and not damaged:
             console.print(f"nothing to sync in {where}")
             return
-        tracker = _connect(cfg)
-        for entry in entries:
-            try:
-                run_id, logged = tracking.log_entry(tracker, entry)
-            except tracking.send_errors() as e:
-                kept = "left in the spool" if owned else "left in place"
-                raise RunFailedError(f"{entry}: {tracking.short_error(e)} ({kept})") from None
-            if owned:
-                spool.remove(entry)  # only entries of our own spool: --from directories are not ours
-            state = "logged" if logged else "already in MLflow"
-            console.print(f"{entry.name if owned else entry}: {state} as run {run_id}")
+        sent = _send(cfg, entries, owned, damaged) if entries else 0
+        if damaged:
+            raise SpoolEntryError(
+                f"{len(damaged)} damaged spool entr{'y' if len(damaged) == 1 else 'ies'} not sent, left "
+                f"in place to be repaired or removed ({sent} sent): " + "; ".join(damaged)
+            )
     except BenchgateError as exc:
         fail(exc)
+
+
+def _send(cfg: RunConfig, entries: list[Path], owned: bool, damaged: list[str]) -> int:
+    """Log each entry; a damaged one is added to `damaged` and the rest go on. Returns how many went."""
+    from benchgate import spool, tracking
+
+    tracker = _connect(cfg)
+    sent = 0
+    for index, entry in enumerate(entries):
+        try:
+            run_id, logged = tracking.log_entry(tracker, entry)
+        except SpoolEntryError as e:
+            damaged.append(str(e).removeprefix("damaged spool entry "))
+            _warn_damaged(damaged[-1])
+            continue
+        except tracking.send_errors() as e:
+            kept = "left in the spool" if owned else "left in place"
+            raise RunFailedError(
+                f"{entry}: MLflow at {tracker.uri}: {tracking.short_error(e)} ({kept}, with the "
+                f"{len(entries) - index - 1} not tried after it; {sent} sent; `benchgate sync` again "
+                "sends the rest)"
+            ) from None
+        if owned:  # only entries of our own spool: --from directories are not ours
+            try:
+                spool.remove(entry)
+            except DiskError as e:
+                raise DiskError(f"{entry.name} is logged to MLflow as run {run_id}, but {e}") from None
+        sent += 1
+        state = "logged" if logged else "already in MLflow"
+        console.print(f"{entry.name if owned else entry}: {state} as run {run_id}")
+    return sent
+
+
+def _warn_damaged(line: str) -> None:
+    errors.print(f"[yellow]damaged spool entry[/] {escape(line)} (left in place)", highlight=False)

@@ -2,15 +2,29 @@
 
 Values are checked once, at the edge. A bad value raises `ConfigError` naming the dotted field and the
 value, e.g. ``gate.tolerances.throughput_drop_pct: got -3 (Input should be greater than 0)``.
+
+A config that validates can run: every minimum and maximum below is one the runner or the statistics
+need (a reason is given where it is not obvious), so nothing is refused minutes later for a value that
+was accepted here. What depends on the machine (world sizes against its devices) or on the workload
+(eval.seq_len against its context) is checked by the pipeline's first task, before any bench.
 """
 
 from __future__ import annotations
 
+import math
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 from benchgate.errors import ConfigError
 
@@ -18,10 +32,87 @@ DEFAULT_WORKLOAD = "benchgate.workloads.gpt:make_workload"
 
 WorkloadArg = str | int | float | bool
 
+# The longest any timeout or budget may be: 30 days. Far past any gate run, and far inside what the
+# runner can wait on (threading's TIMEOUT_MAX, ~292 years; a timedelta for the collective timeout).
+MAX_SECONDS = 30 * 24 * 3600.0
+# torch takes thread counts as a C int and seeds as 64 bits; the bench seeds each rank's batch generator
+# with seed * 1_000_003 + rank, so a seed must stay far below 2**64 / 1_000_003. 2**32 - 1 does, and is
+# the range every other seeded tool accepts.
+MAX_SEED = 2**32 - 1
+MAX_THREADS = 4096
+# Every value travels as JSON (config.json, the pipeline's parameters), where KFP keeps numbers as
+# doubles: a larger integer would arrive changed, and one past 4300 digits cannot be written at all.
+MAX_INT = 2**53 - 1
+# The bench times every step and fits a line to the losses (the loss-slope check, which needs no
+# baseline); a line with a confidence interval needs 3 points (stats.linear_slope). A run of 2 steps
+# would have no slope row, and as a baseline it would break the slope row of every later comparison.
+MIN_STEPS = 3
+
+
+def _not_a_bool(value: Any) -> Any:
+    # pydantic reads `true` as 1 where a number is expected: `steps = true` is a mistake, not one step.
+    if isinstance(value, bool):
+        raise ValueError("expected a number, got a boolean")
+    return value
+
+
+def _usable_path(value: Any) -> Any:
+    # An empty string would become Path("."), the working directory; a NUL byte fails every system call,
+    # and so does a lone surrogate (JSON can carry one), which has no bytes to name a file with.
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            raise ValueError("expected a path: it has characters no file name can hold") from None
+        if not value.strip() or "\x00" in value:
+            raise ValueError("expected a path: not empty, without NUL characters")
+    return value
+
+
+def _is_workload_arg(value: Any) -> bool:
+    if isinstance(value, str | bool):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, int) and abs(value) <= MAX_INT
+
+
+def _json_safe(value: int) -> int:
+    # A validator, not a Field bound: a second `le` in the same field would replace the field's own.
+    if abs(value) > MAX_INT:
+        raise ValueError(f"expected at most {MAX_INT} in magnitude (JSON and KFP keep numbers as doubles)")
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_not_a_bool), AfterValidator(_json_safe)]
+Float = Annotated[float, BeforeValidator(_not_a_bool)]
+UsablePath = Annotated[Path, BeforeValidator(_usable_path)]
+
+
+def check_world_sizes(sizes: list[int]) -> list[int]:
+    """The world sizes sorted; ValueError unless they are [1] or [1, N] with N >= 2.
+
+    The pipeline has one ws=1 bench task and one ws=N task (N = world_size_n), and the scaling check
+    compares exactly those two, so no other list can run. Shared by the config model (the CLI, the TOML
+    file, the pipeline's parameters) and `kfp.params` (the resolved defaults).
+    """
+    if not sizes:
+        raise ValueError("needs at least one world size")
+    if any(n < 1 for n in sizes):
+        raise ValueError("every world size must be >= 1")
+    if len(set(sizes)) != len(sizes):
+        raise ValueError("world sizes must be distinct")
+    ordered = sorted(sizes)
+    if ordered[0] != 1 or len(ordered) > 2:
+        raise ValueError("expected [1] or [1, N] with N >= 2 (the pipeline runs ws=1 and one larger ws=N)")
+    return ordered
+
 
 class _Model(BaseModel):
-    # Unknown keys are typos: reject them instead of silently ignoring a misspelt tolerance.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Unknown keys are typos: reject them instead of silently ignoring a misspelt tolerance. NaN and
+    # infinity are never meant (TOML has literals for both): NaN would disable every comparison it
+    # takes part in, and an infinite timeout overflows the timers that enforce it.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class BenchConfig(_Model):
@@ -32,39 +123,54 @@ class BenchConfig(_Model):
     workload_args: dict[str, WorkloadArg] = Field(
         default_factory=dict, description="Keyword arguments passed to the workload factory."
     )
-    steps: int = Field(60, gt=0, description="Measured training steps per world size.")
-    warmup: int = Field(10, ge=0, description="Steps run before measuring (allocator, caches, autotuning).")
-    world_sizes: list[int] | None = Field(
+    steps: Int = Field(
+        60,
+        ge=MIN_STEPS,
+        description="Measured training steps per world size (at least 3: the loss-slope check fits a line).",
+    )
+    warmup: Int = Field(10, ge=0, description="Steps run before measuring (allocator, caches, autotuning).")
+    world_sizes: list[Int] | None = Field(
         None,
-        description="World sizes to run, e.g. [1, 8]. Default: [1, N] with N = every GPU, or 2 on CPU.",
+        description="World sizes to run: [1] or [1, N], e.g. [1, 8]. Default: [1, N] with N = every GPU, "
+        "or 2 on CPU.",
     )
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Where to train; auto picks cuda.")
     precision: Literal["auto", "fp32", "bf16"] = Field(
         "auto", description="bf16 autocast on CUDA, fp32 on CPU when auto."
     )
-    threads_per_rank: int | None = Field(
+    threads_per_rank: Int | None = Field(
         None,
         gt=0,
+        le=MAX_THREADS,
         description="torch intra-op threads per rank. Default: 1 on CPU (a rank stands for one device, so "
         "scaling efficiency compares equal per-rank resources), CPU cores // world size on GPU hosts.",
     )
-    seed: int = Field(0, ge=0, description="Seed for weights and batches; identical on every run.")
+    seed: Int = Field(
+        0, ge=0, le=MAX_SEED, description="Seed for weights and batches; identical on every run."
+    )
     drift_reference: bool = Field(
         True,
         description="On CPU, time a fixed matmul after every measured step: the host's speed at that moment, "
         "so compare can tell a slower host from slower code. Ignored on GPU.",
     )
-    timeout_s: float = Field(
+    timeout_s: Float = Field(
         60.0,
         gt=0,
+        le=MAX_SECONDS,
         description="Collective timeout: a rank waiting longer than this on a peer fails the run.",
     )
-    run_timeout_s: float = Field(
-        900.0, gt=0, description="Wall-clock limit for one torchrun launch; the whole job is killed past it."
+    run_timeout_s: Float = Field(
+        900.0,
+        gt=0,
+        le=MAX_SECONDS,
+        description="Wall-clock limit for one torchrun launch; the whole job is killed past it.",
     )
-    peak_tflops: float | None = Field(
+    # The bench multiplies it by 1e12 (FLOP/s); past ~1e296 that is inf and the bench would fail at the
+    # end. A million TFLOP/s per device is far above any accelerator, and far below that.
+    peak_tflops: Float | None = Field(
         None,
         gt=0,
+        le=1e6,
         description="Dense peak TFLOP/s of one device at the run's precision, for MFU where the built-in "
         "datasheet table has no entry (another GPU, or a CPU). Default: the table's, else no MFU.",
     )
@@ -73,79 +179,94 @@ class BenchConfig(_Model):
     @classmethod
     def _workload_spec(cls, v: str) -> str:
         module, sep, func = v.partition(":")
-        if not sep or not module or not func:
+        # Checked here, not at import: every dotted part of the module and the function must be names.
+        if not sep or not all(part.isidentifier() for part in [*module.split("."), func]):
             raise ValueError("expected 'module:function', e.g. 'my_pkg.workloads:make_workload'")
+        return v
+
+    @field_validator("workload_args", mode="before")
+    @classmethod
+    def _workload_args(cls, v: Any) -> Any:
+        # One message naming the argument, rather than one per member of the value's union type.
+        if isinstance(v, dict):
+            for key, value in v.items():
+                if not _is_workload_arg(value):
+                    raise ValueError(
+                        f"the value of {key!r} must be a string, a boolean, or a finite number "
+                        f"of at most {MAX_INT} in magnitude"
+                    )
         return v
 
     @field_validator("world_sizes")
     @classmethod
     def _world_sizes(cls, v: list[int] | None) -> list[int] | None:
-        if v is None:
-            return v
-        if not v:
-            raise ValueError("needs at least one world size")
-        if any(n < 1 for n in v):
-            raise ValueError("every world size must be >= 1")
-        if len(set(v)) != len(v):
-            raise ValueError("world sizes must be distinct")
-        return sorted(v)
+        return None if v is None else check_world_sizes(v)
 
 
 class EvalConfig(_Model):
     enabled: bool = Field(True, description="Run the deterministic eval stage.")
-    train_steps: int = Field(
+    train_steps: Int = Field(
         400,
         gt=0,
         description="Fixed-seed training steps before evaluating (gpt-tiny learns 2 of 3 probes by 400).",
     )
-    seq_len: int = Field(64, gt=1, description="Window length for eval training and perplexity (bytes).")
-    batch_size: int = Field(16, gt=0, description="Windows per eval training step.")
-    threads: int = Field(
-        2, gt=0, description="torch threads for the eval; fixed so results are bit-for-bit repeatable."
+    seq_len: Int = Field(64, gt=1, description="Window length for eval training and perplexity (bytes).")
+    batch_size: Int = Field(16, gt=0, description="Windows per eval training step.")
+    threads: Int = Field(
+        2,
+        gt=0,
+        le=MAX_THREADS,
+        description="torch threads for the eval; fixed so results are bit-for-bit repeatable.",
     )
-    seed: int = Field(1234, ge=0, description="Seed for the eval's weights and batch order.")
+    seed: Int = Field(1234, ge=0, le=MAX_SEED, description="Seed for the eval's weights and batch order.")
 
 
 class TraceConfig(_Model):
     enabled: bool = Field(True, description="Record a torch.profiler trace for TensorBoard.")
-    wait: int = Field(1, ge=0, description="Profiler schedule: steps skipped before warmup.")
-    warmup: int = Field(1, ge=0, description="Profiler schedule: steps traced but discarded.")
-    active: int = Field(3, gt=0, description="Profiler schedule: steps recorded into the trace.")
+    wait: Int = Field(1, ge=0, description="Profiler schedule: steps skipped before warmup.")
+    warmup: Int = Field(1, ge=0, description="Profiler schedule: steps traced but discarded.")
+    active: Int = Field(3, gt=0, description="Profiler schedule: steps recorded into the trace.")
 
 
 class Tolerances(_Model):
-    throughput_drop_pct: float = Field(
+    throughput_drop_pct: Float = Field(
         5.0, gt=0, lt=100, description="FAIL when tokens/s drops more, with confidence (the timing check)."
     )
-    memory_increase_pct: float = Field(10.0, gt=0, description="WARN when peak memory grows more.")
-    perplexity_increase_pct: float = Field(1.5, gt=0, description="FAIL when perplexity worsens more.")
-    probe_accuracy_drop_points: float = Field(
+    memory_increase_pct: Float = Field(10.0, gt=0, description="WARN when peak memory grows more.")
+    perplexity_increase_pct: Float = Field(1.5, gt=0, description="FAIL when perplexity worsens more.")
+    probe_accuracy_drop_points: Float = Field(
         2.0, gt=0, le=100, description="FAIL when probe accuracy drops more (percentage points)."
     )
-    loss_slope_max: float = Field(
+    loss_slope_max: Float = Field(
         0.0, description="FAIL when the loss slope (nats/step) over the measured window exceeds this."
     )
-    scaling_efficiency_drop_points: float = Field(
+    scaling_efficiency_drop_points: Float = Field(
         5.0, gt=0, le=100, description="WARN when scaling efficiency drops more (percentage points)."
     )
-    confidence: float = Field(0.95, gt=0.5, lt=1, description="Confidence level of intervals and tests.")
+    confidence: Float = Field(0.95, gt=0.5, lt=1, description="Confidence level of intervals and tests.")
 
 
 class ABConfig(_Model):
     """The interleaved A/B decision: base and candidate benchmarked side by side, step by step."""
 
-    steps: int = Field(30, ge=2, description="Measured steps per side in one round (A and B alternate).")
-    warmup: int = Field(5, ge=0, description="Steps each side runs before a round is measured.")
-    min_rounds: int = Field(
+    # A round's sides are bench runs of `steps` steps (ab_runner.round_config), checked as bench.steps is.
+    steps: Int = Field(
+        30, ge=MIN_STEPS, description="Measured steps per side in one round (A and B alternate)."
+    )
+    warmup: Int = Field(5, ge=0, description="Steps each side runs before a round is measured.")
+    min_rounds: Int = Field(
         4,
         ge=2,
         description="Rounds before the first decision: fewer give no estimate of round-to-round noise.",
     )
-    max_rounds: int = Field(
+    max_rounds: Int = Field(
         12, gt=0, description="Budget: rounds per world size before the answer is UNKNOWN."
     )
-    max_seconds: float = Field(
-        600.0, gt=0, description="Budget: wall time per world size; no round starts after it (UNKNOWN)."
+    max_seconds: Float = Field(
+        600.0,
+        gt=0,
+        le=MAX_SECONDS,
+        description="Budget: wall time per world size; no round starts after it (UNKNOWN).",
     )
 
     @field_validator("max_rounds")
@@ -159,7 +280,7 @@ class ABConfig(_Model):
 
 class GateConfig(_Model):
     tolerances: Tolerances = Field(default_factory=Tolerances, description="What counts as a regression.")
-    baseline_dir: Path = Field(
+    baseline_dir: UsablePath = Field(
         Path(".benchgate/baselines"), description="Directory store of baselines, one per machine profile."
     )
     ab: ABConfig = Field(default_factory=ABConfig, description="The interleaved A/B timing decision.")
@@ -177,17 +298,20 @@ class TrackingConfig(_Model):
         description="MLflow tracking URI (empty: MLFLOW_TRACKING_URI, else the local store in local_dir).",
     )
     experiment: str = Field("benchgate", min_length=1, description="MLflow experiment of the gate runs.")
-    local_dir: Path = Field(
+    local_dir: UsablePath = Field(
         Path(".benchgate/mlflow"), description="The embedded store: SQLite (mlflow.db) and artifacts."
     )
-    spool_dir: Path = Field(
+    spool_dir: UsablePath = Field(
         Path(".benchgate/spool"), description="Runs not yet logged to MLflow; `benchgate sync` sends them."
     )
-    max_wait_s: float = Field(
-        30.0, ge=0, description="Longest a run waits, in total, on an unreachable tracking server."
+    max_wait_s: Float = Field(
+        30.0,
+        ge=0,
+        le=MAX_SECONDS,
+        description="Longest a run waits, in total, on an unreachable tracking server.",
     )
     system_metrics: bool = Field(True, description="Sample CPU/GPU use and memory during the bench.")
-    history_runs: int = Field(20, ge=1, le=500, description="Earlier runs of the profile in the report.")
+    history_runs: Int = Field(20, ge=1, le=500, description="Earlier runs of the profile in the report.")
 
 
 class RunConfig(_Model):
@@ -196,28 +320,43 @@ class RunConfig(_Model):
     trace: TraceConfig = Field(default_factory=TraceConfig)
     gate: GateConfig = Field(default_factory=GateConfig)
     tracking: TrackingConfig = Field(default_factory=TrackingConfig)
-    out: Path = Field(Path("benchgate-out"), description="Directory for this run's result files.")
+    out: UsablePath = Field(Path("benchgate-out"), description="Directory for this run's result files.")
 
 
 def load_config(path: Path | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
     """Build a RunConfig from an optional TOML file plus dotted overrides (CLI flags win)."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        try:
-            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ConfigError(f"--config: file not found: {path}") from None
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(f"--config: {path} is not valid TOML ({e})") from None
+    data: dict[str, Any] = {} if path is None else _read_toml(Path(path))
     for dotted, value in (overrides or {}).items():
         if value is None:
             continue
         node = data
         *parents, leaf = dotted.split(".")
-        for key in parents:
+        for depth, key in enumerate(parents):
             node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                where = ".".join(parents[: depth + 1])
+                raise ConfigError(f"{where}: got {shown(node)} (expected a table, as {dotted} is set in it)")
         node[leaf] = value
     return parse_config(data)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"--config: file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as e:  # a directory, no permission, not UTF-8
+        raise ConfigError(f"--config: cannot read {path} ({e})") from None
+    try:
+        return tomllib.loads(text)
+    except ValueError as e:
+        # TOMLDecodeError, and the plain ValueError tomllib lets through for an integer of more than
+        # 4300 digits (Python's limit on converting text to int).
+        raise ConfigError(f"--config: {path} is not valid TOML ({e})") from None
+    except RecursionError:
+        raise ConfigError(
+            f"--config: {path} is not usable TOML (arrays or tables nested too deeply)"
+        ) from None
 
 
 def parse_config(data: dict[str, Any]) -> RunConfig:
@@ -227,10 +366,24 @@ def parse_config(data: dict[str, Any]) -> RunConfig:
         raise ConfigError(format_validation_error(e)) from None
 
 
+def shown(value: Any, limit: int = 200) -> str:
+    """repr(value) for a message, cut to `limit` characters.
+
+    Python refuses to write an int of more than 4300 digits as text (ValueError), and a TOML file or a
+    JSON flag can hold one: such a value is described instead.
+    """
+    if isinstance(value, int) and value.bit_length() > 256:
+        return f"an integer of {value.bit_length()} bits"
+    try:
+        text = repr(value)
+    except ValueError:  # a huge int inside a list or table
+        return f"a {type(value).__name__} holding an integer too large to print"
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
 def format_validation_error(error: ValidationError) -> str:
     lines = []
     for item in error.errors():
         field = ".".join(str(p) for p in item["loc"]) or "config"
-        value = item.get("input")
-        lines.append(f"{field}: got {value!r} ({item['msg']})")
+        lines.append(f"{field}: got {shown(item.get('input'))} ({item['msg']})")
     return "; ".join(lines)

@@ -7,6 +7,10 @@ Machine profile grammar (tokens joined by '_', characters limited to [A-Za-z0-9.
     cpu host:  cpu-<cpu-model>-x<usable-cores>_torch<version>
                e.g. cpu-AMD-EPYC-7763-x2_torch2.13.0
 
+Usable cores are the affinity mask capped by the cgroup CPU quota (benchgate.cpus), so a pod limited to
+4 CPUs on a 96-core node says x4; a quota below one CPU is written as itself (x0.5), since such a pod
+is slower than a 1-CPU one.
+
 A token whose value is unknown is written as 'unknown' rather than dropped, so the profile keeps its
 shape. Two runs share a profile exactly when the hardware and the performance-relevant software agree;
 the git state of the code under test is captured too but is deliberately not part of the profile.
@@ -23,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import benchgate
+from benchgate.cpus import HOST_CGROUP, CgroupPaths, cpu_budget
 
 _NOISE_WORDS = re.compile(r"\(R\)|\(TM\)|\bCPU\b|\bProcessor\b|\b\d+-Core\b|@.*$|\bNVIDIA\b", re.IGNORECASE)
 
@@ -42,12 +47,20 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-def usable_cpu_cores() -> int:
-    # The affinity mask, not the host's core count: containers and taskset limit what a run gets.
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
+def usable_cpu_cores(cgroup: CgroupPaths = HOST_CGROUP) -> int:
+    """The affinity mask capped by the cgroup CPU quota (benchgate.cpus): what a run really gets."""
+    return cpu_budget(cgroup).usable
+
+
+def _cpu_section(cgroup: CgroupPaths) -> dict[str, Any]:
+    budget = cpu_budget(cgroup)
+    return {
+        "model": _cpu_model(),
+        "usable_cores": budget.usable,
+        "logical_cores": os.cpu_count(),  # the machine's, so a reader sees what the limits cut it down from
+        "affinity_cores": budget.affinity,
+        "quota_cores": budget.quota,  # the cgroup CPU limit (a pod's resources.limits.cpu); None: none
+    }
 
 
 def _driver_version() -> str | None:
@@ -95,11 +108,13 @@ def capture_git(cwd: Path, branch: str | None = None) -> dict[str, Any]:
     }
 
 
-def capture_environment(cwd: Path | None = None, branch: str | None = None) -> dict[str, Any]:
+def capture_environment(
+    cwd: Path | None = None, branch: str | None = None, *, cgroup: CgroupPaths = HOST_CGROUP
+) -> dict[str, Any]:
     """Everything that can change a benchmark's numbers, plus the machine profile derived from it.
 
     `cwd` is the checkout of the code under test; `branch` overrides what git says (CI checks out a
-    detached HEAD).
+    detached HEAD); `cgroup` is where the CPU quota is read (tests point it at a tree of their own).
     """
     import torch  # here, not at the top: light pipeline tasks import this module without needing torch
 
@@ -126,7 +141,7 @@ def capture_environment(cwd: Path | None = None, branch: str | None = None) -> d
             "nccl": nccl,
             "debug": bool(torch.version.debug),
         },
-        "cpu": {"model": _cpu_model(), "usable_cores": usable_cpu_cores(), "logical_cores": os.cpu_count()},
+        "cpu": _cpu_section(cgroup),
         "gpu": {"count": len(gpus), "devices": gpus, "driver": _driver_version() if gpus else None},
         "git": capture_git(Path(cwd or Path.cwd()), branch),
     }
@@ -145,4 +160,13 @@ def machine_profile(env: dict[str, Any]) -> str:
         nccl = ".".join((env["torch"]["nccl"] or "unknown").split(".")[:2])
         return f"{model}x{gpu['count']}_drv{driver}_cu{cuda}_torch{torch_version}_nccl{nccl}"
     cpu = env["cpu"]
-    return f"cpu-{_slug(cpu['model'])}-x{cpu['usable_cores']}_torch{torch_version}"
+    return f"cpu-{_slug(cpu['model'])}-x{_cpu_count_token(cpu)}_torch{torch_version}"
+
+
+def _cpu_count_token(cpu: dict[str, Any]) -> str:
+    # The usable cores, except under a quota below one CPU: usable is still 1 there (one thread must
+    # run), but a 500m pod runs at half the speed of a 1-CPU one and must not share its profile.
+    quota = cpu.get("quota_cores")  # absent from env.json files written before quotas were read
+    if quota is not None and quota < 1:
+        return f"{quota:.3g}"  # millicores exactly: 500m -> 0.5, 333m -> 0.333
+    return str(cpu["usable_cores"])

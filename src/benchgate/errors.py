@@ -4,8 +4,10 @@
     ├── BadInputError                   exit 2: the user can fix it by changing what they passed
     │   ├── ConfigError                 a config field or CLI flag has a bad value
     │   ├── WorkloadError               the workload does not import, raises, or breaks the protocol
-    │   └── BaselineError               the baseline is corrupt, truncated, or of another machine profile
+    │   ├── BaselineError               the baseline is corrupt, truncated, or of another machine profile
+    │   └── SpoolEntryError             a spooled run is truncated, not JSON, or misses files of its bundle
     └── RunFailedError                  exit 3: the benchmark itself failed (a rank raised or hung, NaN loss)
+        └── DiskError                   this machine's disk refused a write: full, read-only, no permission
 
 Exit codes 1 and 4 are not errors: they are the gate's verdicts FAIL and UNKNOWN (see `benchgate.compare`).
 Every message names the field, rank or file and the offending value, so a user never needs a traceback.
@@ -40,5 +42,14 @@ class BaselineError(BadInputError):
     """A baseline file is unreadable, or it belongs to another machine profile or workload."""
 
 
+class SpoolEntryError(BadInputError):
+    """A spool entry cannot be sent as it is; a human must repair or remove it (sync sends the others)."""
+
+
 class RunFailedError(BenchgateError):
     """A stage of the benchmark failed at run time."""
+
+
+class DiskError(RunFailedError):
+    """A local file could not be written (disk full, read-only, permission denied, I/O error). The message
+    names the path and the reason; what was written before stays as it was."""

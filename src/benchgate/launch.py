@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
+import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import psutil
-
+from benchgate import lifeline
 from benchgate.config import RunConfig
+from benchgate.cpus import HOST_CGROUP, CgroupPaths
 from benchgate.env import usable_cpu_cores
 from benchgate.errors import EXIT_BAD_INPUT, BadInputError, ConfigError, RunFailedError
 from benchgate.files import read_json, write_json
@@ -45,11 +46,14 @@ def uses_cuda(device: str, gpus: int) -> bool:
     return device == "cuda" or (device == "auto" and gpus > 0)
 
 
-def resolve_threads(requested: int | None, device_type: str, world_size: int) -> int:
+def resolve_threads(
+    requested: int | None, device_type: str, world_size: int, cgroup: CgroupPaths = HOST_CGROUP
+) -> int:
     if requested:
         return requested
     if device_type == "cuda":
-        return max(1, usable_cpu_cores() // world_size)
+        # usable cores honour the pod's CPU limit: 4 CPUs on a 96-core node give 2 threads at ws=2, not 48
+        return max(1, usable_cpu_cores(cgroup) // world_size)
     # On CPU a rank stands for one device: one thread each, so ws=1 and ws=N give every rank the same
     # resources and tokens/s(N) / (N x tokens/s(1)) means what it means on GPUs.
     return 1
@@ -58,7 +62,8 @@ def resolve_threads(requested: int | None, device_type: str, world_size: int) ->
 def default_world_sizes(device: str, gpus: int) -> list[int]:
     if uses_cuda(device, gpus):
         return [1, gpus] if gpus > 1 else [1]
-    return [1, 2]
+    # Two CPU ranks need two usable cores: a pod limited to one CPU measures ws=1 only.
+    return [1, 2] if usable_cpu_cores() >= 2 else [1]
 
 
 def check_world_size(world_size: int, device: str, gpus: int) -> None:
@@ -67,7 +72,7 @@ def check_world_size(world_size: int, device: str, gpus: int) -> None:
     if uses_cuda(device, gpus):
         available, what = gpus, "CUDA devices"
     else:
-        available, what = usable_cpu_cores(), "usable CPU cores"
+        available, what = usable_cpu_cores(), "usable CPU cores (affinity mask and CPU quota)"
     if world_size > available:
         raise ConfigError(
             f"bench.world_sizes: got {world_size}, but this machine has only {available} {what}"
@@ -107,9 +112,9 @@ def run_bench(
     out.unlink(missing_ok=True)
     device_type = "cuda" if uses_cuda(config.bench.device, gpus) else "cpu"
     threads = resolve_threads(config.bench.threads_per_rank, device_type, world_size)
-    cmd = [
-        sys.executable,
-        "-m",
+    # torchrun is tied to this process (benchgate.lifeline): if this task is killed, torchrun stops its ranks.
+    cmd = lifeline.command(
+        os.getpid(),
         "torch.distributed.run",
         "--standalone",
         f"--nproc-per-node={world_size}",
@@ -124,7 +129,7 @@ def run_bench(
         str(errors_dir),
         *(arg for path in source_paths for arg in ("--source-path", str(path))),
         *(["--turns", turns[0], "--side", turns[1]] if turns else []),
-    ]
+    )
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
     with open(log_path, "w", encoding="utf-8") as log:
         proc = subprocess.Popen(
@@ -134,7 +139,7 @@ def run_bench(
 
         def kill_on_timeout() -> None:
             timed_out.set()
-            _kill_tree(proc.pid)
+            lifeline.kill_tree(proc.pid)
 
         watchdog = threading.Timer(config.bench.run_timeout_s, kill_on_timeout)
         watchdog.start()
@@ -151,7 +156,7 @@ def run_bench(
         finally:
             watchdog.cancel()
             if proc.poll() is None:
-                _kill_tree(proc.pid)
+                lifeline.kill_tree(proc.pid)
                 proc.wait()
     if timed_out.is_set():
         raise RunFailedError(
@@ -167,20 +172,39 @@ def run_bench(
     return out
 
 
-def _kill_tree(pid: int) -> None:
-    """Kill torchrun and every worker: the workers run in sessions of their own, so killpg misses them."""
-    try:
-        root = psutil.Process(pid)
-        procs = [*root.children(recursive=True), root]
-    except psutil.NoSuchProcess:
-        return
-    for p in procs:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            p.kill()
-    psutil.wait_procs(procs, timeout=10)
+# torchrun's failure summary: one block per failed rank, e.g.
+#   rank      : 1 (local_rank: 1)
+#   exitcode  : -9 (pid: 26646)  (SIGKILL)
+_RANK_EXIT = re.compile(r"rank\s*:\s*(\d+) \(local_rank: \d+\)\s*\n\s*exitcode\s*:\s*(-?\d+) \(pid: (\d+)\)")
+
+
+def killed_ranks(log_text: str) -> dict[int, tuple[signal.Signals, int]]:
+    """Ranks that torchrun saw die of a signal it did not send itself: rank → (signal, pid).
+
+    torchrun stops the surviving ranks with SIGTERM once one has died, so SIGTERM is its own teardown,
+    not a cause; a rank killed by anything else (SIGKILL from a user or the OOM killer, SIGSEGV) is.
+    """
+    killed = {}
+    for rank, code, pid in _RANK_EXIT.findall(log_text):
+        number = -int(code)
+        if number > 0 and number != signal.SIGTERM:
+            with contextlib.suppress(ValueError):
+                killed[int(rank)] = (signal.Signals(number), int(pid))
+    return killed
 
 
 def _failure(world_size: int, errors_dir: Path, log_path: Path, timeout_s: float) -> Exception:
+    log_text = log_path.read_text(encoding="utf-8", errors="replace")
+    killed = killed_ranks(log_text)
+    if killed:
+        # A rank that died of a signal wrote no error file, and its peers' errors ("connection closed by
+        # peer") are consequences: the killed rank is the cause, however the others reported.
+        rank, (sig, pid) = min(killed.items())
+        hint = " (the OOM killer sends SIGKILL too: check `dmesg`)" if sig == signal.SIGKILL else ""
+        return RunFailedError(
+            f"bench ws={world_size}: rank {rank} was killed by {sig.name} (signal {int(sig)}, pid {pid})"
+            f"{hint}\n  log: {log_path}"
+        )
     reports = []
     for path in sorted(errors_dir.glob("rank*.json")):
         try:
@@ -188,7 +212,7 @@ def _failure(world_size: int, errors_dir: Path, log_path: Path, timeout_s: float
         except ValueError:
             continue
     if not reports:
-        tail = "".join(log_path.read_text(encoding="utf-8", errors="replace").splitlines(True)[-15:])
+        tail = "".join(log_text.splitlines(True)[-15:])
         return RunFailedError(
             f"bench ws={world_size}: torchrun failed before any rank reported; log tail:\n{tail}"
         )

@@ -9,7 +9,10 @@
 What this run saw of MLflow is kept in `tracking.json` beside the results, so the second half never
 waits again on a server the first half found down: a run waits at most tracking.max_wait_s in total.
 Unreachable MLflow is a warning, never a failed run: the verdict stands on the cached baseline (with
-no cached baseline the rows are UNKNOWN, not NEW: see `compare.without_reachable_baseline`).
+no cached baseline the rows are UNKNOWN, not NEW: see `compare.without_reachable_baseline`). A disk of
+this machine that refuses a write (the results, the baseline store, the spool, MLflow's local store) is
+not an outage: it fails the run with a DiskError naming the path (exit 3), and what was written before
+(the results, the spooled copy) stays.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from typing import Any
 from benchgate.baseline import find_baseline, read_meta, save_baseline
 from benchgate.compare import Comparison
 from benchgate.config import RunConfig
+from benchgate.diskfaults import local_faults, writing
+from benchgate.errors import BadInputError, DiskError
 from benchgate.figures import HistoryPoint
 from benchgate.files import read_json, write_json
 from benchgate.results import Bundle, load_bundle
@@ -39,7 +44,20 @@ def warn(message: str) -> None:
 
 def _state(run_dir: Path) -> dict[str, Any]:
     path = run_dir / TRACKING_FILE
-    return read_json(path) if path.exists() else {}
+    if not path.exists():
+        return {}
+    try:
+        state = read_json(path)
+    except ValueError as e:
+        raise BadInputError(str(e)) from None
+    if not isinstance(state, dict):
+        raise BadInputError(f"{path}: a JSON {type(state).__name__}, not an object")
+    return state
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    with writing("the results", path):
+        write_json(path, data)
 
 
 def refresh_baseline(config: RunConfig, run_dir: Path) -> dict[str, Any]:
@@ -53,28 +71,30 @@ def refresh_baseline(config: RunConfig, run_dir: Path) -> dict[str, Any]:
     current = load_bundle(run_dir)
     state: dict[str, Any] = {"enabled": config.tracking.enabled, "waited_s": 0.0, "history": []}
     if not config.tracking.enabled:
-        write_json(run_dir / TRACKING_FILE, state)
+        _write(run_dir / TRACKING_FILE, state)
         return state
     state["uri"] = tracking.resolve_uri(config)
     started = time.monotonic()
     try:
         tracker = tracking.connect(config)
         workload = str(current.workload)
-        recent = tracking_read.gate_runs(
-            tracker, current.machine_profile, workload, limit=config.tracking.history_runs
-        )
-        baselines = tracking_read.gate_runs(
-            tracker, current.machine_profile, workload, baselines_only=True, limit=20
-        )
-        newest = tracking_read.newest_baseline(baselines)
-        if newest is not None:
-            _cache(config, tracker, newest, baselines, current)
+        with local_faults(tracker.local_dir):
+            recent = tracking_read.gate_runs(
+                tracker, current.machine_profile, workload, limit=config.tracking.history_runs
+            )
+            baselines = tracking_read.gate_runs(
+                tracker, current.machine_profile, workload, baselines_only=True, limit=20
+            )
+            newest = tracking_read.newest_baseline(baselines)
+            if newest is not None:
+                _cache(config, tracker, newest, baselines, current)
     except tracking.send_errors() as e:
-        # Down, or answering with errors (auth, 5xx): either way the cached baseline decides.
+        # Down, or answering with errors (auth, 5xx): either way the cached baseline decides. (A disk
+        # that refused the cache is a DiskError, not one of these: it fails the run, naming the path.)
         waited = e.waited_s if isinstance(e, tracking.TrackingUnavailable) else time.monotonic() - started
         state.update(reachable=False, waited_s=waited, error=tracking.short_error(e))
         warn(f"{state['error']}; comparing against the cached baseline in {config.gate.baseline_dir}")
-        write_json(run_dir / TRACKING_FILE, state)
+        _write(run_dir / TRACKING_FILE, state)
         return state
     state.update(
         reachable=True,
@@ -83,7 +103,7 @@ def refresh_baseline(config: RunConfig, run_dir: Path) -> dict[str, Any]:
     )
     if newest is not None:
         state["baseline_run_id"] = newest.info.run_id
-    write_json(run_dir / TRACKING_FILE, state)
+    _write(run_dir / TRACKING_FILE, state)
     return state
 
 
@@ -131,7 +151,14 @@ def write_report(config: RunConfig, run_dir: Path) -> Path:
     comparison = Comparison.from_dict(read_json(run_dir / "compare.json"))
     baseline = find_baseline(config.gate.baseline_dir, current.machine_profile, str(current.workload))
     path = run_dir / "report.html"
-    path.write_text(html_report(current, comparison, baseline, _history(_state(run_dir))), encoding="utf-8")
+    html = html_report(current, comparison, baseline, _history(_state(run_dir)))
+    staged = run_dir / ".report.html.tmp"  # renamed into place: a full disk never leaves half a report
+    with writing("the report", path):
+        try:
+            staged.write_text(html, encoding="utf-8")
+            staged.replace(path)
+        finally:
+            staged.unlink(missing_ok=True)
     return path
 
 
@@ -158,7 +185,7 @@ def publish_run(config: RunConfig, run_dir: Path, hold: str | None = None) -> di
             meta = read_json(written / "baseline.json")
             record |= {"baseline_since_unix": meta["created_unix"], "baseline_reason": meta["reason"]}
         published |= _record(config, run_dir, record, hold)
-    write_json(run_dir / PUBLISHED_FILE, published)
+    _write(run_dir / PUBLISHED_FILE, published)
     return published
 
 
@@ -184,5 +211,8 @@ def _record(config: RunConfig, run_dir: Path, record: dict[str, Any], hold: str 
             "`benchgate sync` sends it"
         )
         return spooled
-    spool.remove(entry)
+    try:
+        spool.remove(entry)
+    except DiskError as e:
+        raise DiskError(f"the run is logged to MLflow as run {run_id}, but {e}") from None
     return {"mlflow_run_id": run_id, "spooled": None, "mlflow_url": tracking.run_url(tracker, run_id)}

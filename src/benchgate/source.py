@@ -24,10 +24,29 @@ from benchgate.errors import ConfigError, RunFailedError
 
 # SHA-1 repositories have 40 hex digits, SHA-256 ones 64; nothing else names a single commit.
 _SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})")
-# A conservative subset of git-check-ref-format: no '..', no leading '-', no '~^:?*[\\', no spaces.
-_BRANCH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
-_URL = re.compile(r"(?:https://|ssh://|file://|git@)[A-Za-z0-9._~:/@%+=-]+")
+# A branch is what `git check-ref-format --branch` accepts, within a conservative character set: '/'-separated
+# components of letters, digits, '.', '_' and '-', none empty, none starting with '.' or ending in '.lock';
+# no '..', no leading '-' (an option), no trailing '.', and not 'HEAD'.
+_BRANCH_COMPONENT = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")
+MAX_BRANCH_LENGTH = 200
+# The URL schemes git may fetch from (never ext::, which runs a command). Host and user never start with
+# '-': git hands "user@host" to ssh as one argument, and `-oProxyCommand=...` there would be an option.
+_HOST = r"[A-Za-z0-9][A-Za-z0-9.-]*"
+_USER = r"[A-Za-z0-9_][A-Za-z0-9._~%+=-]*"
+_PATH = r"[A-Za-z0-9._~:/@%+=-]"
+_URL = re.compile(
+    rf"https://(?:{_USER}(?::[A-Za-z0-9._~%+=-]*)?@)?{_HOST}(?::[0-9]{{1,5}})?(?:/{_PATH}*)?"
+    rf"|ssh://(?:{_USER}@)?{_HOST}(?::[0-9]{{1,5}})?(?:/{_PATH}*)?"
+    rf"|git@{_HOST}:[A-Za-z0-9._~/@%+=]{_PATH}*"
+    rf"|file://(?:{_HOST})?/{_PATH}*"
+)
 GIT_TIMEOUT_S = 300
+_SHOWN = 120  # characters of an offending value quoted in a message: it is one line on a terminal
+
+
+def _shown(value: str) -> str:
+    text = repr(value)
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(value)} characters)"
 
 
 def validate_commit(value: str, field: str = "commit") -> str:
@@ -35,22 +54,35 @@ def validate_commit(value: str, field: str = "commit") -> str:
     commit = value.lower()
     if not _SHA.fullmatch(commit):
         raise ConfigError(
-            f"{field}: got {value!r} (expected a full git commit SHA: 40 hex digits, or 64 for SHA-256 "
+            f"{field}: got {_shown(value)} (expected a full git commit SHA: 40 hex digits, or 64 for SHA-256 "
             "repositories; refs and abbreviated SHAs are not accepted because they can move)"
         )
     return commit
 
 
 def validate_branch(value: str, field: str = "branch") -> str:
-    if not _BRANCH.fullmatch(value) or ".." in value or value.endswith((".", "/", ".lock")):
-        raise ConfigError(f"{field}: got {value!r} (expected a branch name such as 'main' or 'release/2.1')")
+    """A branch name git accepts (see _BRANCH_COMPONENT); anything else is a ConfigError naming it."""
+    components = value.split("/")
+    if (
+        len(value) > MAX_BRANCH_LENGTH
+        or value.startswith("-")
+        or value.endswith(".")
+        or ".." in value
+        or value == "HEAD"
+        or not all(_BRANCH_COMPONENT.fullmatch(c) and not c.endswith(".lock") for c in components)
+    ):
+        raise ConfigError(
+            f"{field}: got {_shown(value)} (expected a branch name such as 'main' or 'release/2.1')"
+        )
     return value
 
 
 def validate_repository(value: str, field: str = "repository") -> str:
+    """An https://, ssh://, file:// or git@host:path URL (see _URL); anything else is a ConfigError."""
     if not _URL.fullmatch(value):
         raise ConfigError(
-            f"{field}: got {value!r} (expected a git URL: https://, ssh://, file:// or git@host:path)"
+            f"{field}: got {_shown(value)} (expected a git URL: https://, ssh://, file:// or git@host:path, "
+            "with a host that does not start with '-')"
         )
     return value
 
@@ -82,8 +114,10 @@ def checkout(repository: str, commit: str, dest: Path) -> Path:
 def resolve_local_ref(ref: str, cwd: Path, field: str = "--base") -> tuple[str, str]:
     """A ref of the local repository (branch, tag, `origin/main`, `HEAD~1`, a SHA) resolved once to its
     full SHA; returns (sha, file:// URL of the repository) so that a task can check that SHA out."""
-    if not ref or ref.startswith("-"):
-        raise ConfigError(f"{field}: got {ref!r} (expected a git ref of this repository, e.g. origin/main)")
+    if not ref or ref.startswith("-") or "\x00" in ref:  # a NUL cannot be a command-line argument
+        raise ConfigError(
+            f"{field}: got {_shown(ref)} (expected a git ref of this repository, e.g. origin/main)"
+        )
     try:
         top = subprocess.run(
             ["git", "rev-parse", "--show-toplevel"],
@@ -101,13 +135,13 @@ def resolve_local_ref(ref: str, cwd: Path, field: str = "--base") -> tuple[str, 
             timeout=30,
             check=False,
         )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise ConfigError(f"{field}: cannot run git to resolve {ref!r} ({e})") from None
+    except (OSError, ValueError, subprocess.TimeoutExpired) as e:  # ValueError: not encodable as an argument
+        raise ConfigError(f"{field}: cannot run git to resolve {_shown(ref)} ({e})") from None
     if top.returncode != 0:
-        raise ConfigError(f"{field}: got {ref!r}, but {cwd} is not inside a git repository")
+        raise ConfigError(f"{field}: got {_shown(ref)}, but {cwd} is not inside a git repository")
     if done.returncode != 0:
         raise ConfigError(
-            f"{field}: got {ref!r}, which names no commit of the repository at {top.stdout.strip()}"
+            f"{field}: got {_shown(ref)}, which names no commit of the repository at {top.stdout.strip()}"
         )
     return validate_commit(done.stdout.strip(), field), Path(top.stdout.strip()).resolve().as_uri()
 

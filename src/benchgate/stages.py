@@ -8,6 +8,7 @@ about it.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from benchgate.compare import (
     without_reachable_baseline,
 )
 from benchgate.config import RunConfig
+from benchgate.diskfaults import writing
 from benchgate.env import capture_environment
 from benchgate.files import read_json, write_json
 from benchgate.report import markdown
@@ -35,9 +37,35 @@ def stage_env(out_dir: Path, cwd: Path | None = None, branch: str | None = None)
     return env
 
 
+def stage_check_workload(config: RunConfig) -> dict[str, Any]:
+    """Check the workload's contract before any bench: its members, then one real training step on the
+    bench's device (CPU without a GPU).
+
+    WorkloadError (exit 2) names the member and its value; see `training.check_training_step`. Returns
+    what the step saw, for the task's log.
+    """
+    from benchgate.training import check_training_step, resolve_device  # torch: only tasks that train
+    from benchgate.workloads.base import load_workload
+
+    bench = config.bench
+    started = time.perf_counter()
+    workload = load_workload(bench.workload, dict(bench.workload_args))
+    eval_seq_len = config.eval.seq_len if config.eval.enabled else None
+    where = f"bench.workload: {bench.workload}"
+    loss = check_training_step(workload, where, bench.seed, eval_seq_len, resolve_device(bench.device))
+    return {"workload": workload.name, "loss": loss, "seconds": time.perf_counter() - started}
+
+
 def write_comparison(run_dir: Path, comparison: Comparison) -> None:
-    write_json(run_dir / "compare.json", comparison.to_dict())
-    (run_dir / "compare.md").write_text(markdown(comparison), encoding="utf-8")
+    with writing("the comparison", run_dir / "compare.json"):  # a full or read-only disk: exit 3
+        write_json(run_dir / "compare.json", comparison.to_dict())
+        # Through a temporary name, as write_json does: a full disk never leaves half a table.
+        staged = run_dir / ".compare.md.tmp"
+        try:
+            staged.write_text(markdown(comparison), encoding="utf-8")
+            staged.replace(run_dir / "compare.md")
+        finally:
+            staged.unlink(missing_ok=True)
 
 
 def stage_compare(

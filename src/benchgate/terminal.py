@@ -7,6 +7,7 @@ from typing import NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from benchgate.errors import BenchgateError
 
@@ -17,5 +18,6 @@ errors = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 def fail(exc: BenchgateError) -> NoReturn:
     """Print the error as one line (no traceback for a user's mistake) and exit with its code."""
-    errors.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+    # The message quotes what the user passed, which may look like markup ("[/b]" would raise).
+    errors.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False)
     raise typer.Exit(exc.exit_code)

@@ -22,11 +22,19 @@ Reading runs back (search, history, baselines, promotion) is `tracking_read.py`.
 
 Waiting is bounded: http(s) servers are probed on /health until a deadline before any MLflow call, and
 MLflow's own retries (which wait ~4 minutes on a dead server by default) are cut to one short retry.
+
+Two kinds of failure, told apart here: the server (down, refusing, answering errors: `send_errors`, an
+outage the run survives on its spool and cached baseline) and this machine's disk (full, read-only,
+no permission: a DiskError naming the path, exit 3). `requests`' ConnectionError is an OSError too, so
+the test is what the error says about the disk (`local_fault`), not its class.
 """
 
 from __future__ import annotations
 
+import http.client
+import logging
 import os
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,13 +42,12 @@ from typing import TYPE_CHECKING, Any
 
 import requests
 
-from benchgate import __version__
-from benchgate.compare import Comparison
+from benchgate import __version__, diskfaults
 from benchgate.config import RunConfig
 from benchgate.errors import BadInputError
 from benchgate.figures import bench_figures, eval_figures, run_figures
-from benchgate.files import read_json
-from benchgate.results import Bundle, load_bundle
+from benchgate.results import Bundle
+from benchgate.spool import SpooledRun, read_entry
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -84,9 +91,19 @@ class TrackingUnavailable(Exception):
 
 
 def send_errors() -> tuple[type[BaseException], ...]:
+    """What a server that is down, refusing or failing raises: an outage, not a fault of this machine.
+    (No plain OSError: a disk fault is an OSError too, and is a DiskError before it gets here.)"""
     from mlflow.exceptions import MlflowException
 
-    return (TrackingUnavailable, MlflowException, requests.RequestException, OSError)
+    return (
+        TrackingUnavailable,
+        MlflowException,
+        requests.RequestException,
+        ConnectionError,
+        TimeoutError,
+        socket.gaierror,
+        http.client.HTTPException,
+    )
 
 
 def resolve_uri(config: RunConfig) -> str:
@@ -133,10 +150,24 @@ class Tracker:
     uri: str
     client: MlflowClient
     experiment_id: str
+    # The directory of a store on this machine's disk (the embedded SQLite store), None for a server.
+    local_dir: Path | None = None
+
+
+def local_store_path(uri: str) -> Path | None:
+    """What a store on this machine's disk is: its SQLite file (sqlite:///…), its directory (file:…)."""
+    if uri.startswith("sqlite:///"):
+        return Path(uri.removeprefix("sqlite:///").split("?")[0])
+    if uri.startswith("file:"):
+        return Path(uri.removeprefix("file:").removeprefix("//"))
+    return None
 
 
 def connect(config: RunConfig, budget_s: float | None = None) -> Tracker:
-    """Reach the tracking store within `budget_s` (default tracking.max_wait_s) and open the experiment."""
+    """Reach the tracking store within `budget_s` (default tracking.max_wait_s) and open the experiment.
+
+    A store on this machine's disk that does not exist yet and cannot be created is a DiskError at once,
+    as is any later write its disk refuses (`local_faults`)."""
     budget = config.tracking.max_wait_s if budget_s is None else budget_s
     started = time.monotonic()
     uri = resolve_uri(config)
@@ -146,15 +177,24 @@ def connect(config: RunConfig, budget_s: float | None = None) -> Tracker:
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
-    if is_local_store(config):
-        Path(config.tracking.local_dir).mkdir(parents=True, exist_ok=True)
+    store = local_store_path(uri)
+    local_dir = store.parent if store is not None and uri.startswith("sqlite:") else store
+    if store is not None:
+        # MLflow logs a SQLite failure with its traceback before raising it; the user gets the error
+        # itself, named (a DiskError, or the MLflow error), and never a traceback.
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
+    if store is not None and local_dir is not None and not store.exists():
+        # MLflow would retry creating a store it cannot write for minutes, then fail naming no path. An
+        # existing store is only checked when written to: reading a read-only one is fine.
+        diskfaults.check_writable(local_dir)
     try:
-        client = MlflowClient(tracking_uri=uri)
-        experiment_id = _experiment(client, config)
+        with diskfaults.local_faults(local_dir):
+            client = MlflowClient(tracking_uri=uri)
+            experiment_id = _experiment(client, config)
     except (MlflowException, requests.RequestException, OSError) as e:
         waited = time.monotonic() - started
         raise TrackingUnavailable(f"MLflow at {uri}: {short_error(e)}", waited) from None
-    return Tracker(uri, client, experiment_id)
+    return Tracker(uri, client, experiment_id, local_dir)
 
 
 def short_error(error: BaseException) -> str:
@@ -271,28 +311,37 @@ def quoted(value: str, what: str) -> str:
     return value
 
 
-def find_logged(tracker: Tracker, run_key: str) -> Run | None:
-    """The parent already logged under `run_key` (finished or not), if any."""
+def find_logged(tracker: Tracker, run_key: str) -> list[Run]:
+    """The parents logged under `run_key`, finished or not, oldest first (one, unless an upload broke)."""
     runs = tracker.client.search_runs(
         [tracker.experiment_id],
         filter_string=f"tags.`{TAG_RUN_KEY}` = '{quoted(run_key, 'run key')}'",
-        max_results=1,
+        order_by=["attributes.start_time ASC"],
     )
-    return runs[0] if runs else None
+    return list(runs)
 
 
 def log_entry(tracker: Tracker, entry: Path) -> tuple[str, bool]:
-    """Log one spool entry (a run's result directory with record.json); returns (parent id, newly)."""
-    client = tracker.client
-    record = read_json(entry / "record.json")
-    existing = find_logged(tracker, record["run_key"])
-    if existing is not None:
-        if existing.info.status == "FINISHED":
-            return existing.info.run_id, False
-        _delete_with_children(tracker, existing.info.run_id)  # a broken upload: redo it whole
-    bundle = load_bundle(entry)
+    """Log one spool entry (a run's result directory with record.json); returns (parent id, newly).
+
+    The entry is read and checked whole first: a damaged one raises SpoolEntryError before anything is
+    sent. A fault of this machine's disk (the local store, the entry) is a DiskError naming the path."""
+    run = read_entry(entry)
+    with diskfaults.local_faults(tracker.local_dir, entry):
+        return _log(tracker, run)
+
+
+def _log(tracker: Tracker, run: SpooledRun) -> tuple[str, bool]:
+    client, record, bundle, comparison = tracker.client, run.record, run.bundle, run.comparison
+    logged = find_logged(tracker, record["run_key"])
+    finished = [r for r in logged if r.info.status == "FINISHED"]
+    # Parents that never finished are uploads a crash or a dead server broke halfway: they are deleted
+    # (with their children) and the run is logged whole, unless a finished copy already stands.
+    for broken in (r for r in logged if r.info.status != "FINISHED"):
+        _delete_with_children(tracker, broken.info.run_id)
+    if finished:
+        return finished[0].info.run_id, False
     workload = str(bundle.workload)
-    comparison = Comparison.from_dict(read_json(entry / "compare.json"))
     started_ms = int(float(record["started_unix"]) * 1e3)
     now_ms = int(time.time() * 1e3)
     tags = _tags(bundle.env, workload, record) | {TAG_KIND: "gate", TAG_VERDICT: comparison.verdict}
@@ -310,8 +359,8 @@ def log_entry(tracker: Tracker, entry: Path) -> tuple[str, bool]:
     metrics = [_metric(k, v, now_ms) for k, v in run_figures(bundle, comparison).items()]
     for ws, m in sorted(bundle.metrics.items()):
         metrics += _series(f"ws{ws}/", m, now_ms)
-    _log_batch(client, parent_id, metrics, flatten_params(read_json(entry / "config.json")))
-    client.log_artifacts(parent_id, str(entry))
+    _log_batch(client, parent_id, metrics, flatten_params(run.config))
+    client.log_artifacts(parent_id, str(run.entry))
     # Children share the parent's identity (profile, commit, ...) for filtering, not its baseline mark.
     child_tags = {k: v for k, v in tags.items() if not k.startswith(("benchgate.baseline", TAG_RUN_KEY))}
     _log_children(

@@ -1,21 +1,26 @@
 """One training step of a workload, split into the named ranges the profiler trace shows.
 
-bench (timed), trace (profiled) and the tests share this step, so what is timed is what is traced.
+bench (timed), trace (profiled), the env task's contract check and the tests share this step, so what
+is timed is what is traced, and what is checked.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
 from torch.profiler import record_function
 
-from benchgate.workloads.base import Workload
+from benchgate.errors import ConfigError, WorkloadError
+from benchgate.workloads.base import Workload, check_logits, check_loss, member_error, supports_eval
 
 RANGES = ("data", "forward", "loss", "backward", "optimizer_step")
+T = TypeVar("T")
 
 
 def resolve_device(requested: str, local_rank: int = 0) -> torch.device:
@@ -46,19 +51,28 @@ class Trainer:
 
     def step(self) -> torch.Tensor:
         """Run one optimizer step; returns the detached loss without synchronising the device."""
+        loss = self.compute_loss()
+        self.update(loss)
+        return loss.detach()
+
+    def compute_loss(self) -> torch.Tensor:
+        """The first half of a step: a batch, the forward pass and the loss."""
         with record_function("data"):
             batch = self.workload.make_batch(self.generator, self.device)
         with self._autocast():
             with record_function("forward"):
                 output = self.workload.forward(self.model, batch)
             with record_function("loss"):
-                loss = self.workload.loss(output, batch)
+                loss: torch.Tensor = self.workload.loss(output, batch)
+        return loss
+
+    def update(self, loss: torch.Tensor) -> None:
+        """The second half: backward and the optimizer step."""
         with record_function("backward"):
             loss.backward()
         with record_function("optimizer_step"):
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
-        return loss.detach()
 
 
 def build_trainer(
@@ -73,3 +87,58 @@ def build_trainer(
     optimizer = workload.make_optimizer(model)
     generator = torch.Generator(device="cpu").manual_seed(seed * 1_000_003 + rank)
     return Trainer(workload, model, optimizer, generator, device, precision)
+
+
+def check_training_step(
+    workload: Workload,
+    where: str,
+    seed: int = 0,
+    eval_seq_len: int | None = None,
+    device: torch.device | None = None,
+) -> float:
+    """One real training step of `workload` in this process, checking the contract on the way.
+
+    The pipeline's first task runs it, so that a loss of the wrong shape or a step that raises is refused
+    (WorkloadError, exit 2) within seconds, not after the benchmark. It runs on the bench's device (the
+    env task has the bench's GPUs on a cluster; CPU by default), so a workload written for CUDA is
+    checked where it will run and a large model's step takes GPU seconds, not CPU minutes; and in fp32
+    whatever the bench's precision: what it checks (types, shapes, a finite loss, a step that completes)
+    does not depend on it, and without bf16 autocast a rounding effect of the precision is not blamed on
+    the contract (a loss that only diverges in bf16 is the bench's to report, as a failed run).
+    `eval_seq_len`, when the eval will run, also checks the eval hook with one `logits` call on that
+    many tokens. Returns the loss.
+    """
+    device = device or torch.device("cpu")
+    trainer = _attempt(
+        lambda: build_trainer(workload, device, "fp32", seed), where, "build_model/make_optimizer"
+    )
+    loss = _attempt(trainer.compute_loss, where, "make_batch/forward/loss")
+    check_loss(loss, where)
+    if not loss.requires_grad:
+        raise member_error(where, "loss", "does not require grad; expected a loss computed from the model")
+    value = float(loss.detach())
+    if not math.isfinite(value):
+        raise member_error(where, "loss", f"is {value} after one step on CPU; expected a finite number")
+    _attempt(lambda: trainer.update(loss), where, "backward/optimizer step")
+    if eval_seq_len is not None and supports_eval(workload):
+        accepted = workload.eval_seq_len  # type: ignore[attr-defined]
+        if eval_seq_len > accepted:
+            # The same refusal as the eval stage's, which would otherwise come after the benchmark.
+            raise ConfigError(
+                f"eval.seq_len: got {eval_seq_len}, but workload {workload.name} accepts at most "
+                f"{accepted} tokens"
+            )
+        tokens = (torch.arange(eval_seq_len) % 256).unsqueeze(0).to(device)
+        with torch.no_grad():
+            logits = _attempt(lambda: workload.logits(trainer.model, tokens), where, "logits")  # type: ignore[attr-defined]
+        check_logits(logits, tokens, where)
+    return value
+
+
+def _attempt(call: Callable[[], T], where: str, members: str) -> T:
+    try:
+        return call()
+    except Exception as e:  # the user's code: whatever it raises is the workload's failure
+        raise WorkloadError(
+            f"{where}: one training step on CPU: {members} raised {type(e).__name__}: {e}"
+        ) from None

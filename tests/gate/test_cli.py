@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,6 +64,13 @@ def test_gate_defaults_end_to_end_with_eval_and_trace(tmp_path: Path) -> None:
     ("args", "code", "message"),
     [
         pytest.param(["--steps", "0"], 2, "bench.steps: got 0", id="zero-steps"),
+        # Too few samples for the loss-slope check: refused at the edge, not after the run.
+        pytest.param(["--steps", "2"], 2, "bench.steps: got 2", id="two-steps"),
+        # The pipeline runs ws=1 and one ws=N: any other list is refused before anything runs.
+        pytest.param(
+            ["--world-sizes", "2"], 2, "bench.world_sizes: got [2] (Value error, expected [1]", id="ws-2"
+        ),
+        pytest.param(["--world-sizes", "1,2,4"], 2, "bench.world_sizes: got [1, 2, 4]", id="ws-three"),
         pytest.param(["--world-sizes", "1,64"], 2, "bench.world_sizes: got 64", id="world-size"),
         pytest.param(["--world-sizes", "one"], 2, "--world-sizes: got 'one'", id="world-size-text"),
         pytest.param(
@@ -103,6 +111,53 @@ def test_cli_config_file_with_bad_tolerance_exits_2(tmp_path: Path) -> None:
     result = benchgate("run", "--config", str(config), cwd=tmp_path)
     assert result.returncode == 2
     assert "gate.tolerances.throughput_drop_pct: got -3" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        pytest.param("[gate.ab]\nsteps = 2\n", "gate.ab.steps: got 2", id="ab-steps"),
+        pytest.param("[bench]\nworld_sizes = [2, 4]\n", "bench.world_sizes: got [2, 4]", id="world-sizes"),
+        pytest.param("[bench]\ntimeout_s = inf\n", "bench.timeout_s: got inf", id="inf"),
+        pytest.param("bench = 3\n", "bench: got 3", id="not-a-table"),
+    ],
+)
+def test_cli_config_file_the_runner_cannot_run_exits_2(tmp_path: Path, document: str, message: str) -> None:
+    config = tmp_path / "bench.toml"
+    config.write_text(document)
+    result = benchgate(
+        "run", "--config", str(config), "--steps", "15", "--out", str(tmp_path / "o"), cwd=tmp_path
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_submit_refuses_a_param_the_runner_cannot_run_before_contacting_kfp(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchgate",
+            "submit",
+            "--commit",
+            "a" * 40,
+            "--repository",
+            "https://example.com/x.git",
+            "--param",
+            "steps=2",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("KFP_")},
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "bench.steps: got 2" in result.stderr
+    # Refused before the connection is even read from the environment (KFP_HOST is unset here).
+    assert "KFP_HOST" not in result.stderr
 
 
 def _fake_run(directory: Path, profile: str) -> Path:

@@ -1,8 +1,12 @@
-"""The committed pipeline and component YAML: recompiled and compared, and the GPU task's platform spec."""
+"""The committed pipeline, component and CRD YAML: recompiled in fresh processes and compared byte for byte,
+and the GPU task's platform spec."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,21 +14,39 @@ import pytest
 import yaml
 
 from benchgate import __version__
-from benchgate.kfp.compile import COMPONENTS_DIR, PIPELINE_FILE, compile_all
+from benchgate.kfp.compile import COMPONENTS_DIR, PIPELINE_FILE, sorted_header
 
 REPO = Path(__file__).resolve().parents[2]
 PLACEHOLDER = re.compile(r"\{\{\$\.inputs\.parameters\['([^']+)'\]\}\}")
+
+
+CRDS_DIR = Path("charts/benchgate/files/crds")
 
 
 def _load(path: Path) -> list[Any]:
     return list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
 
 
+def _compile_in_a_fresh_process(root: Path, hash_seed: str) -> dict[Path, bytes]:
+    """`benchgate compile` (what `make compile` runs) into `root`: {path under root: bytes}."""
+    env = {k: v for k, v in os.environ.items() if k != "BENCHGATE_IMAGE_REPOSITORY"}
+    env["PYTHONHASHSEED"] = hash_seed
+    done = subprocess.run(
+        [sys.executable, "-m", "benchgate", "compile", "--root", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*.yaml"))}
+
+
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("compiled")
-    compile_all(root)
-    return root
+def fresh_compiles(tmp_path_factory: pytest.TempPathFactory) -> list[dict[Path, bytes]]:
+    # Two processes with different hash seeds (and, with them, different address-space layouts, which
+    # is what moved the order of the header's defaults: protobuf's map iteration).
+    return [_compile_in_a_fresh_process(tmp_path_factory.mktemp(f"seed{s}"), s) for s in ("0", "1")]
 
 
 @pytest.fixture(scope="module")
@@ -33,15 +55,65 @@ def pipeline() -> tuple[dict[str, Any], dict[str, Any]]:
     return spec, platform
 
 
-def test_compiled_yaml_matches_the_committed_files(compiled: Path) -> None:
-    # Parsed, not byte-compared: KFP writes some dict defaults in hash order inside comments.
-    fresh = sorted(p.relative_to(compiled) for p in compiled.rglob("*.yaml"))
+def test_compiling_twice_gives_the_same_bytes_whatever_the_hash_seed(
+    fresh_compiles: list[dict[Path, bytes]],
+) -> None:
+    first, second = fresh_compiles
+    assert sorted(first) == sorted(second)
+    for relative, data in first.items():
+        assert data == second[relative], f"{relative}: differs between two compiles"
+
+
+def test_the_committed_files_are_byte_identical_to_a_fresh_compile(
+    fresh_compiles: list[dict[Path, bytes]],
+) -> None:
     committed = sorted(
-        p.relative_to(REPO) for p in [REPO / PIPELINE_FILE, *(REPO / COMPONENTS_DIR).glob("*.yaml")]
+        p.relative_to(REPO)
+        for p in [
+            REPO / PIPELINE_FILE,
+            *(REPO / COMPONENTS_DIR).glob("*.yaml"),
+            *(REPO / CRDS_DIR).glob("*.yaml"),
+        ]
     )
-    assert fresh == committed, "run `make compile` and commit the result"
-    for relative in fresh:
-        assert _load(compiled / relative) == _load(REPO / relative), f"{relative}: run `make compile`"
+    fresh = fresh_compiles[0]
+    assert sorted(fresh) == committed, "run `make compile` and commit the result"
+    for relative in committed:
+        assert (REPO / relative).read_bytes() == fresh[relative], f"{relative}: run `make compile`"
+
+
+def test_the_header_lists_dict_defaults_with_sorted_keys() -> None:
+    # What KFP 2.17 writes: str() of each default, dict keys in protobuf map order.
+    header = (
+        "# PIPELINE DEFINITION\n"
+        "# Description: one line that mentions x: list [Default: {'b': 1, 'a': 2}] in passing\n"
+        "# Inputs:\n"
+        "#    gpu_tolerations: list [Default: [{'operator': 'Exists', 'key': 'k', 'effect': 'NoSchedule'}]]\n"
+        "#    selector: dict [Default: {'zone': 'b', 'pool': {'z': 1.0, 'a': [2.0, 1.0]}}]\n"
+        "#    note: str [Default: 'it's']\n"
+        "#    steps: int [Default: 60.0]\n"
+        "components:\n"
+        "  x: {b: 1, a: 2}  # [Default: {'b': 1, 'a': 2}]\n"
+    )
+    assert sorted_header(header) == (
+        "# PIPELINE DEFINITION\n"
+        "# Description: one line that mentions x: list [Default: {'b': 1, 'a': 2}] in passing\n"
+        "# Inputs:\n"
+        "#    gpu_tolerations: list [Default: [{'effect': 'NoSchedule', 'key': 'k', 'operator': 'Exists'}]]\n"
+        "#    selector: dict [Default: {'pool': {'a': [2.0, 1.0], 'z': 1.0}, 'zone': 'b'}]\n"
+        "#    note: str [Default: 'it's']\n"
+        "#    steps: int [Default: 60.0]\n"
+        "components:\n"
+        "  x: {b: 1, a: 2}  # [Default: {'b': 1, 'a': 2}]\n"
+    )
+    assert sorted_header(sorted_header(header)) == sorted_header(header)
+
+
+def test_the_committed_header_names_the_default_tolerations_in_sorted_order() -> None:
+    header = (REPO / PIPELINE_FILE).read_text(encoding="utf-8").splitlines()[:30]
+    assert (
+        "#    gpu_tolerations: list [Default: [{'effect': 'NoSchedule', 'key': 'nvidia.com/gpu', "
+        "'operator': 'Exists'}]]"
+    ) in header
 
 
 def _task_by_display_name(spec: dict[str, Any], name: str) -> tuple[dict[str, Any], dict[str, Any]]:

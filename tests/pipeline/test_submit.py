@@ -7,17 +7,30 @@ the CLI, make) is real.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from benchgate.errors import ConfigError
-from benchgate.kfp.submit import exit_code_for, load_package, run_name_for
+from benchgate.kfp.submit import (
+    Connection,
+    KfpApi,
+    SubmitOutcome,
+    attempt_name,
+    attempt_number,
+    connection_from_env,
+    exit_code_for,
+    load_package,
+    run_name_for,
+    submit,
+)
 from fake_kfp_server import FakeKfp, Scenario, serve
 
 REPO = Path(__file__).resolve().parents[2]
@@ -233,3 +246,196 @@ def test_the_package_loads_as_kfp_itself_would_send_it() -> None:
 
     package = REPO / "pipelines" / "benchgate.yaml"
     assert load_package(package) == _extract_pipeline_yaml(str(package)).to_dict()
+
+
+# --- attempts: a failed run is reported, `--rerun` starts the next attempt ---------------------------
+
+
+def _connection(url: str) -> Connection:
+    return connection_from_env({"KFP_HOST": url, "KFP_TOKEN": "good-token"})
+
+
+def _submit_here(url: str, rerun: bool = False, wait: bool = True, **arguments: Any) -> SubmitOutcome:
+    """The same `submit` the CLI calls, in this process (a CLI process costs seconds of imports)."""
+    return submit(
+        {"commit": SHA, "repository": REPOSITORY, **arguments},
+        _connection(url),
+        wait=wait,
+        poll_s=0.01,
+        timeout_s=30,
+        say=lambda _: None,
+        rerun=rerun,
+    )
+
+
+def _names(fake: FakeKfp) -> list[str]:
+    return [body["display_name"] for body in fake.created_runs]
+
+
+def test_a_retry_after_a_failed_run_reports_it_and_exits_3(fake: tuple[FakeKfp, str]) -> None:
+    state, url = fake
+    state.scenario.outcome = "TASK_FAILED"
+    first = _submit_here(url)
+    assert (first.state, first.exit_code) == ("FAILED", 3)
+    polls = state.polls[first.run_id]
+    result = submit_cli(url, "--commit", SHA)
+    assert result.returncode == 3, result.stdout + result.stderr
+    out = " ".join(result.stdout.split())  # rich wraps long lines
+    assert f"found run {first.run_name}: {first.url}" in out
+    assert f"run {first.run_name}: FAILED: attempt 1 (run id {first.run_id}):" in out
+    assert "the run ended FAILED (failed: bench ws=N) before this call; not waited on again" in out
+    assert f"Pass --rerun (make submit ARGS=--rerun) to start attempt 2: {first.run_name}-attempt-2" in out
+    assert "Traceback" not in result.stderr
+    # Without --wait the same: nothing will come of that run.
+    no_wait = _submit_here(url, wait=False)
+    assert (no_wait.run_id, no_wait.state, no_wait.exit_code) == (first.run_id, "FAILED", 3)
+    assert _names(state) == [first.run_name]  # nothing new submitted
+    assert state.polls[first.run_id] == polls + 2  # one look each (its failed task), no waiting
+
+
+def test_rerun_starts_attempt_2_and_a_retried_rerun_attaches_to_it(fake: tuple[FakeKfp, str]) -> None:
+    state, url = fake
+    state.scenario.outcome = "TASK_FAILED"
+    first = _submit_here(url)
+    base = first.run_name
+    state.force(first.run_id, "FAILED", "TASK_FAILED")  # it stays failed; the runs after it never end
+    state.scenario.outcome = "RUNNING"
+    started = submit_cli(url, "--commit", SHA, "--rerun", "--no-wait")
+    assert started.returncode == 0, started.stdout + started.stderr
+    assert _names(state) == [base, f"{base}-attempt-2"]
+    assert f"submitted run {base}-attempt-2" in started.stdout
+    # The same --rerun again, in another process, while attempt 2 runs: attached, not attempt 3.
+    retried = submit_cli(url, "--commit", SHA, "--rerun", "--no-wait")
+    assert retried.returncode == 0, retried.stdout + retried.stderr
+    out = " ".join(retried.stdout.split())
+    assert f"attached to existing run {base}-attempt-2" in out
+    assert "--rerun starts a new attempt only after one that failed" in out
+    assert _names(state) == [base, f"{base}-attempt-2"]
+    # A plain retry follows the latest attempt too (not the failed first one).
+    state.force(_run_id(state, f"{base}-attempt-2"), "SUCCEEDED")
+    plain = _submit_here(url)
+    assert (plain.run_name, plain.state, plain.exit_code) == (f"{base}-attempt-2", "SUCCEEDED", 0)
+
+
+def _run_id(fake: FakeKfp, name: str) -> str:
+    (run_id,) = [run_id for run_id, run in fake.runs.items() if run["display_name"] == name]
+    return run_id
+
+
+def test_rerun_counts_on_from_the_highest_attempt(fake: tuple[FakeKfp, str]) -> None:
+    state, url = fake
+    state.scenario.outcome = "TASK_FAILED"
+    base = _submit_here(url).run_name
+    second = _submit_here(url, rerun=True)
+    assert (second.run_name, second.state, second.reused) == (f"{base}-attempt-2", "FAILED", False)
+    third = _submit_here(url, rerun=True, wait=False)
+    assert (third.run_name, third.reused) == (f"{base}-attempt-3", False)
+    # Attempt 3 is still running: --rerun attaches to it.
+    state.force(third.run_id, "RUNNING")
+    again = _submit_here(url, rerun=True, wait=False)
+    assert (again.run_id, again.reused) == (third.run_id, True)
+    # Attempt 3 fails too; attempt 2 is gone from the listing (deleted): the next is still 4.
+    state.force(third.run_id, "CANCELED", "CANCELED")
+    del state.runs[second.run_id]
+    fourth = _submit_here(url, rerun=True, wait=False)
+    assert fourth.run_name == f"{base}-attempt-4"
+    assert _names(state) == [base, *(f"{base}-attempt-{n}" for n in (2, 3, 4))]
+
+
+@pytest.mark.parametrize(
+    ("kfp_state", "outcome", "new_attempt"),
+    [
+        pytest.param("FAILED", "TASK_FAILED", True, id="failed"),
+        pytest.param("FAILED", "GATE_FAILED", True, id="regression"),
+        pytest.param("CANCELED", "CANCELED", True, id="canceled"),
+        pytest.param("CANCELING", "CANCELED", True, id="canceling"),
+        pytest.param("SKIPPED", "SKIPPED", True, id="skipped"),
+        pytest.param("SUCCEEDED", "SUCCEEDED", False, id="succeeded"),
+        pytest.param("RUNNING", "RUNNING", False, id="running"),
+        pytest.param("PAUSED", "RUNNING", False, id="paused"),
+    ],
+)
+def test_rerun_starts_a_new_attempt_only_after_one_that_ended_without_passing(
+    fake: tuple[FakeKfp, str], kfp_state: str, outcome: str, new_attempt: bool
+) -> None:
+    state, url = fake
+    first = _submit_here(url, wait=False)
+    state.force(first.run_id, kfp_state, outcome)
+    rerun = _submit_here(url, rerun=True, wait=False)
+    assert rerun.reused is not new_attempt
+    assert rerun.run_name == (f"{first.run_name}-attempt-2" if new_attempt else first.run_name)
+
+
+def test_a_retry_after_a_regression_reports_the_verdict_again(fake: tuple[FakeKfp, str]) -> None:
+    # A FAILED gate is the gate's answer (FAIL or UNKNOWN), not a failed attempt: the retry says exit 1
+    # as the first call did; measuring again takes --rerun.
+    state, url = fake
+    state.scenario.outcome = "GATE_FAILED"
+    first = _submit_here(url)
+    assert first.exit_code == 1
+    result = submit_cli(url, "--commit", SHA)
+    assert result.returncode == 1, result.stdout + result.stderr
+    out = " ".join(result.stdout.split())
+    assert f"attached to existing run {first.run_name}" in out and "--rerun measures again" in out
+    assert _names(state) == [first.run_name]
+
+
+def test_the_attempt_names_are_the_same_in_every_process() -> None:
+    arguments = {
+        "commit": SHA,
+        "repository": REPOSITORY,
+        "tolerances": {"throughput_drop_pct": 3, "memory_increase_pct": 20},
+        "config": {"gate": {"ab": {"max_rounds": 9, "min_rounds": 4}}, "bench": {"timeout_s": 90}},
+        "gpu_tolerations": [{"key": "a", "operator": "Exists"}, {"key": "b", "operator": "Exists"}],
+    }
+    here = [attempt_name(run_name_for(arguments), n) for n in (1, 2, 3)]
+    code = (
+        "import json, sys; from benchgate.kfp.submit import attempt_name, run_name_for; "
+        "a = json.loads(sys.argv[1]); a = dict(reversed(list(a.items()))); "
+        "print(json.dumps([attempt_name(run_name_for(a), n) for n in (1, 2, 3)]))"
+    )
+    for seed in ("1", "2"):
+        done = subprocess.run(
+            [sys.executable, "-c", code, json.dumps(arguments)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        )
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == here
+    assert here[1] == f"{here[0]}-attempt-2" and here[2] == f"{here[0]}-attempt-3"
+
+
+@pytest.mark.parametrize(
+    ("name", "number"),
+    [
+        ("B", 1),
+        ("B-attempt-2", 2),
+        ("B-attempt-10", 10),
+        ("B-attempt-1", None),
+        ("B-attempt-02", None),
+        ("B-attempt-2-x", None),
+        ("xB-attempt-2", None),
+        ("B-attempt-", None),
+    ],
+)
+def test_attempt_number_reads_only_our_names(name: str, number: int | None) -> None:
+    base = "benchgate-0123456789ab-1a2b3c4d5e"
+    assert attempt_number(base, name.replace("B", base)) == number
+
+
+def test_the_latest_attempt_is_found_across_pages(fake: tuple[FakeKfp, str]) -> None:
+    # KFP pages its listings; the highest attempt may be on any page. 105 runs, 100 to a page.
+    state, url = fake
+    api = KfpApi(_connection(url))
+    experiment_id = api.experiment_id("benchgate")
+    spec = load_package(REPO / "pipelines" / "benchgate.yaml")
+    base = run_name_for({"commit": SHA, "repository": REPOSITORY})
+    for number in range(1, 106):
+        api.create_run(spec, {"commit": SHA}, attempt_name(base, number), experiment_id)
+    api.create_run(spec, {"commit": SHA}, f"{base}-attempt-999-copy", experiment_id)  # not an attempt
+    latest = api.latest_attempt(experiment_id, base)
+    assert latest is not None and (latest.number, latest.name) == (105, f"{base}-attempt-105")
+    assert latest.state == "PENDING"
+    assert state.calls("GET", "/runs") == 2

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import re
 from typing import Any
 
@@ -53,3 +54,30 @@ def test_machine_profile_of_this_machine_is_stable_and_safe() -> None:
     assert first["torch"]["version"].startswith("2.13.0")
     assert first["cpu"]["usable_cores"] >= 1
     assert set(first["git"]) == {"commit", "branch", "dirty"}
+
+
+@pytest.mark.parametrize(
+    ("cpu", "token"),
+    [
+        pytest.param({"usable_cores": 4, "affinity_cores": 96, "quota_cores": 4.0}, "x4", id="4-cpu-pod"),
+        pytest.param({"usable_cores": 1, "affinity_cores": 96, "quota_cores": 1.5}, "x1", id="1.5-cpu-pod"),
+        pytest.param({"usable_cores": 1, "affinity_cores": 96, "quota_cores": 0.5}, "x0.5", id="500m-pod"),
+        pytest.param({"usable_cores": 1, "affinity_cores": 96, "quota_cores": 0.333}, "x0.333", id="333m"),
+        pytest.param({"usable_cores": 1, "affinity_cores": 96, "quota_cores": 0.999}, "x0.999", id="999m"),
+        pytest.param({"usable_cores": 2, "affinity_cores": 2, "quota_cores": None}, "x2", id="no-quota"),
+        pytest.param({"usable_cores": 2}, "x2", id="env-json-before-quotas"),
+    ],
+)
+def test_machine_profile_cpu_count_honours_the_quota(cpu: dict[str, Any], token: str) -> None:
+    env = copy.deepcopy(CPU_ENV)
+    env["cpu"].update(cpu)
+    assert machine_profile(env) == f"cpu-AMD-EPYC-7763-{token}_torch2.13.0"
+    assert PROFILE_CHARS.match(machine_profile(env))
+
+
+def test_env_json_keeps_the_machine_core_count_beside_the_limits() -> None:
+    cpu = capture_environment()["cpu"]
+    assert cpu["logical_cores"] == os.cpu_count()
+    assert cpu["affinity_cores"] == len(os.sched_getaffinity(0))
+    assert cpu["quota_cores"] is None or cpu["quota_cores"] > 0
+    assert 1 <= cpu["usable_cores"] <= cpu["affinity_cores"]

@@ -6,7 +6,14 @@ from pathlib import Path
 import pytest
 
 from benchgate.errors import ConfigError, RunFailedError
-from benchgate.source import checkout, use_source, validate_branch, validate_commit, validate_repository
+from benchgate.source import (
+    checkout,
+    resolve_local_ref,
+    use_source,
+    validate_branch,
+    validate_commit,
+    validate_repository,
+)
 
 SHA1 = "0123456789abcdef0123456789abcdef01234567"
 
@@ -42,7 +49,13 @@ def test_validate_branch_accepts_branch_names(value: str) -> None:
     assert validate_branch(value) == value
 
 
-@pytest.mark.parametrize("value", ["-main", "a..b", "a b", "x;y", "$(id)", "main~1", "x.lock", ""])
+@pytest.mark.parametrize(
+    "value",
+    [
+        *("-main", "a..b", "a b", "x;y", "$(id)", "main~1", "x.lock", ""),
+        *("a/.b", "a//b", "a.lock/b", "HEAD", "a/"),  # git check-ref-format --branch refuses these too
+    ],
+)
 def test_validate_branch_rejects_unsafe_names(value: str) -> None:
     with pytest.raises(ConfigError, match="branch: got"):
         validate_branch(value)
@@ -50,14 +63,31 @@ def test_validate_branch_rejects_unsafe_names(value: str) -> None:
 
 @pytest.mark.parametrize(
     "value",
-    ["https://github.com/o/r.git", "ssh://git@host/o/r.git", "git@github.com:o/r.git", "file:///srv/r"],
+    [
+        "https://github.com/o/r.git",
+        "ssh://git@host/o/r.git",
+        "git@github.com:o/r.git",
+        "file:///srv/r",
+        "https://x-access-token:t0ken@github.com/o/r.git",
+        "ssh://git@host:2222/o/r.git",
+    ],
 )
 def test_validate_repository_accepts_git_urls(value: str) -> None:
     assert validate_repository(value) == value
 
 
 @pytest.mark.parametrize(
-    "value", ["--upload-pack=touch x", "/srv/repo", "https://h/r; rm -rf .", "", "ext::sh"]
+    "value",
+    [
+        "--upload-pack=touch x",
+        "/srv/repo",
+        "https://h/r; rm -rf .",
+        "",
+        "ext::sh",
+        "ssh://-oProxyCommand=touch%20x/r",  # ssh would read the host as an option
+        "git@-oProxyCommand=x:r",
+        "https:///r",
+    ],
 )
 def test_validate_repository_rejects_other_strings(value: str) -> None:
     with pytest.raises(ConfigError, match="repository: got"):
@@ -110,3 +140,16 @@ def test_use_source_puts_the_checkout_first_on_the_import_paths(
     assert root is not None and sys.path[0] == str(root)
     assert os.environ["PYTHONPATH"].split(os.pathsep) == [str(root), "/already/there"]
     assert use_source("", "", tmp_path / "unused") is None
+
+
+def test_a_long_value_is_shortened_in_the_message() -> None:
+    with pytest.raises(ConfigError) as info:
+        validate_commit("z" * 100_000)
+    message = str(info.value)
+    assert message.startswith("commit: got 'zzz") and "(100000 characters)" in message
+    assert len(message) < 400
+
+
+def test_resolve_local_ref_refuses_a_nul_before_running_git(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"^--base: got 'main\\x00' \(expected a git ref"):
+        resolve_local_ref("main\x00", tmp_path)

@@ -1,6 +1,7 @@
 """The controller's three remote services, each behind the module benchgate's CLI already uses:
 
-- KFP through `benchgate.kfp.submit` (the same exactly-once `ensure_run` as `benchgate submit`);
+- KFP through `benchgate.kfp.submit` (`ensure_run`: exactly once per run name, attached to whatever
+  its state, so a BenchmarkRun mirrors a FAILED KFP run; `benchgate submit --rerun` starts attempts);
 - MLflow through `benchgate.tracking` / `tracking_read` (the verdict of the gate run a KFP run logged);
 - the Kubernetes API for the objects the handlers create, list and delete (kopf itself watches and
   patches through its own client).

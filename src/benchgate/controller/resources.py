@@ -71,7 +71,9 @@ class RunParameters(_Spec):
         json_schema_extra={KUBE_EXTENSION: True},
     )
     world_size: int = Field(8, ge=1, le=1024, description="GPUs of the ws=N benchmark (1: ws=1 only).")
-    steps: int = Field(60, ge=2, description="Measured training steps per world size.")
+    steps: int = Field(
+        60, ge=3, description="Measured training steps per world size (at least 3: the loss slope is a fit)."
+    )
     warmup: int = Field(10, ge=0, description="Steps run before measuring.")
     tolerances: Tolerances = Field(
         default_factory=Tolerances, description="What counts as a regression (benchgate's gate.tolerances)."

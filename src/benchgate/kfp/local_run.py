@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import shutil
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from benchgate import errors
+from benchgate import errors, lifeline, outdir
 from benchgate.compare import Comparison
 from benchgate.config import RunConfig
 from benchgate.errors import BenchgateError, RunFailedError
@@ -37,21 +39,6 @@ from benchgate.publish import TRACKING_FILE
 from benchgate.source import resolve_local_ref, validate_branch, validate_commit, validate_repository
 
 PIPELINE_DIR = "pipeline"
-# Results of an earlier run in the same directory that this run would otherwise leave mixed in.
-STALE = (
-    "metrics-ws*.json",
-    "eval.json",
-    "trace.json",
-    "compare.json",
-    "compare.md",
-    "env.json",
-    "config.json",
-    "run.json",
-    "report.html",
-    "tracking.json",
-    "published.json",
-)
-STALE_DIRS = ("ab", "trace", "spool", PIPELINE_DIR)
 
 
 @dataclass
@@ -101,14 +88,6 @@ class _Relay(io.TextIOBase):
         self.log.flush()
 
 
-def _clean(out_dir: Path) -> None:
-    for pattern in STALE:
-        for stale in out_dir.glob(pattern):
-            stale.unlink()
-    for directory in STALE_DIRS:
-        shutil.rmtree(out_dir / directory, ignore_errors=True)
-
-
 def pipeline_arguments(config: RunConfig) -> dict[str, Any]:
     """The config as pipeline arguments, with this machine's default world sizes filled in.
 
@@ -134,10 +113,6 @@ def run_gate(
     repository: resolved once to a SHA, it is the A side of an A/B decision wherever the screen does
     not PASS (the candidate is `commit`, or else the working tree).
     """
-    from kfp import local
-
-    from benchgate.kfp.pipeline import benchgate_pipeline
-
     # Bad input is rejected before the previous run's results are cleared.
     if commit:
         validate_commit(commit, "--commit")
@@ -150,9 +125,37 @@ def run_gate(
         repository = repository or local_repository
     arguments = pipeline_arguments(config)
     timed = _TimedReporter(reporter or SilentReporter())
-    out_dir = Path(config.out).resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    _clean(out_dir)
+    out_path = Path(config.out).resolve()
+    try:
+        with outdir.claimed(out_path) as out:
+            out.clear()
+            out.will_write([PIPELINE_DIR, "logs"])
+            return _run_pipeline(config, out, arguments, timed, commit, repository, branch, base_commit)
+    except OSError as e:
+        # Disk full, read-only or not permitted in --out: name the path, not a traceback (exit 3).
+        raise RunFailedError(f"out: cannot write {e.filename or out_path}: {e.strerror or e}") from None
+    except RunFailedError as e:
+        # A task that failed without a report may have hit the same wall: say so if --out is unwritable.
+        if problem := _unwritable(out_path):
+            raise RunFailedError(f"out: cannot write in {out_path}: {problem}") from e
+        raise
+
+
+def _run_pipeline(
+    config: RunConfig,
+    out: outdir.ResultsDir,
+    arguments: dict[str, Any],
+    timed: _TimedReporter,
+    commit: str,
+    repository: str,
+    branch: str,
+    base_commit: str,
+) -> GateOutcome:
+    from kfp import local
+
+    from benchgate.kfp.pipeline import benchgate_pipeline
+
+    out_dir = out.path
     pipeline_root = out_dir / PIPELINE_DIR
     log_path = out_dir / "logs" / "pipeline.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -164,6 +167,7 @@ def run_gate(
         open(log_path, "w", encoding="utf-8") as log,
         contextlib.redirect_stdout(_Relay(log, MarkerRelay(timed))),
         warnings.catch_warnings(),
+        _tasks_tied_to_this_process(),
     ):
         # The components name the bench image, which kfp.local cannot use and warns about per task;
         # running them in this environment is the point.
@@ -176,8 +180,15 @@ def run_gate(
     run_dir = _run_directory(pipeline_root, log_path)
     _raise_task_error(run_dir)
     results, summary = _final_results(run_dir, log_path)
+    out.will_write(p.name for p in results.iterdir())
     # The judged bundle (the compare task gathered eval and the trace into it), in the familiar layout.
-    shutil.copytree(results, out_dir, dirs_exist_ok=True)
+    try:
+        _gather(results, out_dir)
+    except OSError as e:
+        raise RunFailedError(
+            f"out: cannot write {e.filename}: {e.strerror}; the run finished and its results are complete "
+            f"in {results}"
+        ) from None
     comparison = Comparison.from_dict(read_json(out_dir / "compare.json"))
     written = summary.get("baseline_written")
     tracking_file = out_dir / TRACKING_FILE
@@ -190,6 +201,51 @@ def run_gate(
         published={k: v for k, v in summary.items() if k not in ("verdict", "exit_code")},
         tracking=read_json(tracking_file) if tracking_file.exists() else {},
     )
+
+
+@contextlib.contextmanager
+def _tasks_tied_to_this_process() -> Iterator[None]:
+    """The pipeline's tasks end with this process, even when it is killed outright (benchgate.lifeline)."""
+    previous = os.environ.get(lifeline.PARENT_PID_VARIABLE)
+    os.environ[lifeline.PARENT_PID_VARIABLE] = str(os.getpid())
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(lifeline.PARENT_PID_VARIABLE, None)
+        else:
+            os.environ[lifeline.PARENT_PID_VARIABLE] = previous
+
+
+def _gather(results: Path, out_dir: Path) -> None:
+    """Copy the judged bundle into --out file by file, each complete or absent (a full disk leaves no
+    empty or half file; the pipeline root keeps every original)."""
+    for source in sorted(p for p in results.rglob("*") if p.is_file()):
+        dest = out_dir / source.relative_to(results)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        partial = dest.with_name(f".{dest.name}.partial")
+        try:
+            shutil.copyfile(source, partial)
+            os.replace(partial, dest)
+        except OSError as e:
+            partial.unlink(missing_ok=True)
+            raise OSError(e.errno, e.strerror, str(dest)) from None
+
+
+def _unwritable(directory: Path) -> str | None:
+    """Why a file cannot be written in `directory` (disk full, read-only, not permitted), or None."""
+    probe = directory / f".benchgate-probe-{os.getpid()}"
+    try:
+        with open(probe, "wb") as f:
+            f.write(b"\0" * 65536)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        return e.strerror or str(e)
+    finally:
+        with contextlib.suppress(OSError):
+            probe.unlink()
+    return None
 
 
 def _run_directory(pipeline_root: Path, log_path: Path) -> Path:

@@ -9,11 +9,13 @@ RunConfig into arguments, so a local run and a cluster run are described by the 
 from __future__ import annotations
 
 import copy
+import inspect
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from benchgate.config import RunConfig, parse_config
+from benchgate.config import RunConfig, check_world_sizes, parse_config, shown
 from benchgate.errors import ConfigError
 
 # Where a cluster run keeps the baseline store (a cache of MLflow's baselines), the spool and, without a
@@ -47,22 +49,32 @@ def config_from_parameters(
     baseline_dir: str,
     mlflow_tracking_uri: str,
 ) -> RunConfig:
-    """Merge the named pipeline parameters over `config` and validate the result once."""
-    data = copy.deepcopy(config)
-    bench = data.setdefault("bench", {})
-    gate = data.setdefault("gate", {})
-    if world_size_n < 1:
-        raise ConfigError(f"world_size_n: got {world_size_n} (must be >= 1)")
+    """Merge the named pipeline parameters over `config` and validate the result once.
+
+    Every parameter arrives as the user typed it (`benchgate submit --param`, the KFP UI, a
+    BenchmarkRun), so each is checked for its type before it is used: a ConfigError names it.
+    """
+    data = copy.deepcopy(_table(config, "config"))
+    bench = _table(data.setdefault("bench", {}), "config.bench")
+    gate = _table(data.setdefault("gate", {}), "config.gate")
+    tracking = _table(data.setdefault("tracking", {}), "config.tracking")
+    if isinstance(world_size_n, bool) or not isinstance(world_size_n, int) or world_size_n < 1:
+        raise ConfigError(f"world_size_n: got {shown(world_size_n)} (expected an integer >= 1)")
+    if bench.get("world_sizes") is not None:
+        # world_size_n wins, but a list that no pipeline can run is a mistake worth naming.
+        parse_config({"bench": {"world_sizes": bench["world_sizes"]}})
     bench.update(
         workload=workload,
         workload_args=workload_args,
-        world_sizes=world_sizes_for(int(world_size_n)),
+        world_sizes=world_sizes_for(world_size_n),
         steps=steps,
         warmup=warmup,
     )
-    gate["tolerances"] = {**gate.get("tolerances", {}), **tolerances}
+    gate["tolerances"] = {
+        **_table(gate.get("tolerances", {}), "config.gate.tolerances"),
+        **_table(tolerances, "tolerances"),
+    }
     gate.update(update_baseline=update_baseline, baseline_dir=baseline_dir)
-    tracking = data.setdefault("tracking", {})
     if mlflow_tracking_uri:
         tracking["uri"] = mlflow_tracking_uri
     for key, cluster_default in CLUSTER_TRACKING_DIRS.items():
@@ -70,13 +82,32 @@ def config_from_parameters(
     return parse_config(data)
 
 
+def _table(value: Any, name: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{name}: got {shown(value)} (expected a dict shaped like the TOML file's tables)")
+    return value
+
+
+def validate_pipeline_arguments(arguments: Mapping[str, Any]) -> RunConfig:
+    """The config a pipeline run with `arguments` gets (the pipeline's defaults for the rest).
+
+    This is the env task's first check, made before submitting, so that a bad `--param` is refused
+    with exit 2 on the command line instead of failing the run on the cluster.
+    """
+    from benchgate.kfp.pipeline import benchgate_pipeline  # imports kfp: only where a run is made
+
+    declared = inspect.signature(benchgate_pipeline.pipeline_func).parameters
+    merged = {name: p.default for name, p in declared.items()} | dict(arguments)
+    wanted = inspect.signature(config_from_parameters).parameters
+    return config_from_parameters(**{name: merged[name] for name in wanted})
+
+
 def parameters_from_config(config: RunConfig, world_sizes: list[int]) -> dict[str, Any]:
     """Pipeline arguments that describe `config` (world sizes already resolved for this machine)."""
-    if world_sizes not in ([1], [1, max(world_sizes)]):
-        raise ConfigError(
-            f"bench.world_sizes: got {world_sizes} (the pipeline runs ws=1 and one larger ws=N: "
-            "use [1] or [1, N])"
-        )
+    try:
+        check_world_sizes(world_sizes)
+    except ValueError as e:
+        raise ConfigError(f"bench.world_sizes: got {world_sizes} ({e})") from None
     # KFP parameters cannot hold null; a None field means "the default", so dropping it changes nothing.
     dumped = config.model_dump(mode="json", exclude_none=True)
     # Tasks may run in another directory: paths go in absolute, as baseline_dir does below.

@@ -12,6 +12,13 @@ Exactly-once on retry: the run name is derived from the commit and every argumen
 that name in the experiment is attached to instead of submitting another. A CI job that times out and is
 retried therefore waits on the same run.
 
+Attempts: a run that ended FAILED without a verdict, CANCELED or SKIPPED will never give one, so a retry
+does not wait on it again: it reports the run (name, id, state) and exits 3. `--rerun` then starts the
+next attempt, named `<name>-attempt-2`, `-attempt-3`, ... after the highest attempt that exists: still a
+name fixed by the arguments, so a retried `--rerun` attaches to the attempt the first one started. A run
+whose gate failed (a verdict FAIL or UNKNOWN) is an answer, not a failed attempt: a retry reports that
+verdict with exit 1 again, as the first call did; `--rerun` measures again.
+
 Exit codes: 0 the gate passed (or warned), 1 the gate task failed (a regression), 2 bad input (COMMIT,
 missing KFP_HOST, a token the server refuses, an unknown parameter, a run KFP rejects as invalid), 3 the
 cluster run failed or could not be reached, or the wait timed out.
@@ -20,9 +27,11 @@ cluster run failed or could not be reached, or the wait timed out.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import json
+import re
 import tempfile
 import time
 import warnings
@@ -40,6 +49,10 @@ DEFAULT_EXPERIMENT = "benchgate"
 DEFAULT_SA_TOKEN_PATH = "/var/run/secrets/kubeflow/pipelines/token"
 GATE_TASKS = ("gate", "gate (A/B)")
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED")
+# States after which the run will never give a verdict (CANCELING always ends CANCELED): --rerun starts
+# a new attempt after one of these. PAUSED and RUNTIME_STATE_UNSPECIFIED may still go on.
+ENDED_WITHOUT_PASS = ("FAILED", "CANCELED", "CANCELING", "SKIPPED")
+ATTEMPT_SUFFIX = "-attempt-"
 CONNECT_TIMEOUT_S = 10.0
 
 
@@ -91,6 +104,27 @@ def run_name_for(arguments: Mapping[str, Any]) -> str:
     """Deterministic: the same commit and arguments give the same name, which makes retries idempotent."""
     digest = hashlib.sha256(json.dumps(arguments, sort_keys=True).encode()).hexdigest()[:10]
     return f"benchgate-{str(arguments['commit'])[:12]}-{digest}"
+
+
+def attempt_name(base: str, attempt: int) -> str:
+    """The name of attempt `attempt` (1: the first run, which keeps the plain name) of run `base`."""
+    return base if attempt == 1 else f"{base}{ATTEMPT_SUFFIX}{attempt}"
+
+
+def attempt_number(base: str, name: str) -> int | None:
+    """Which attempt of `base` the run `name` is; None for a run of another name."""
+    match = re.fullmatch(re.escape(base) + rf"(?:{ATTEMPT_SUFFIX}([1-9][0-9]*))?", name)
+    if match is None or match[1] == "1":  # attempt 1 is the plain name; "-attempt-1" is not ours
+        return None
+    return int(match[1] or 1)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    number: int
+    name: str
+    run_id: str
+    state: str
 
 
 def build_arguments(
@@ -183,6 +217,26 @@ class KfpApi:
         runs = [r for r in (found.runs or []) if r.display_name == run_name]
         return str(runs[0].run_id) if runs else None
 
+    def latest_attempt(self, experiment_id: str, base: str) -> Attempt | None:
+        """The attempt of run `base` with the highest number in the experiment, None before the first.
+        One listing of every run whose name contains `base` (page by page), filtered to its attempts."""
+        name_filter = json.dumps(
+            {"predicates": [{"operation": "IS_SUBSTRING", "key": "display_name", "stringValue": base}]}
+        )
+        query = {"page_size": 100, "experiment_id": experiment_id, "filter": name_filter}
+        found: list[Attempt] = []
+        page_token = ""
+        while True:
+            page = self._call(functools.partial(self.client.list_runs, page_token=page_token, **query))
+            for run in page.runs or []:
+                number = attempt_number(base, str(run.display_name or ""))
+                if number is not None:
+                    found.append(Attempt(number, run.display_name, str(run.run_id), run.state or "PENDING"))
+            page_token = page.next_page_token or ""
+            if not page_token:
+                break
+        return max(found, key=lambda a: (a.number, a.run_id), default=None)
+
     def create_run(
         self, pipeline_spec: dict[str, Any], arguments: dict[str, Any], run_name: str, experiment_id: str
     ) -> str:
@@ -213,13 +267,10 @@ class KfpApi:
 
 def compile_package(directory: Path) -> Path:
     """The benchgate pipeline compiled to `directory`/benchgate.yaml (this version of benchgate)."""
-    from kfp import compiler
-
+    from benchgate.kfp.compile import compile_to
     from benchgate.kfp.pipeline import benchgate_pipeline
 
-    package = directory / "benchgate.yaml"
-    compiler.Compiler().compile(benchgate_pipeline, str(package))
-    return package
+    return compile_to(benchgate_pipeline, directory / "benchgate.yaml")
 
 
 def load_package(package: Path) -> dict[str, Any]:
@@ -264,6 +315,47 @@ def exit_code_for(state: str, tasks: list[tuple[str, str]]) -> tuple[int, str]:
     return EXIT_RUN_FAILED, f"the run ended {state}{where}"
 
 
+def _start_or_attach(
+    api: KfpApi,
+    conn: Connection,
+    arguments: dict[str, Any],
+    experiment_id: str,
+    rerun: bool,
+    say: Callable[[str], None],
+) -> SubmitOutcome:
+    """The run to follow: the latest attempt of the arguments' run name, or a new one where there is none
+    or (`rerun`) the latest ended without passing. An outcome with its state set is final: the latest
+    attempt ended without a verdict and will never give one, so it is reported, not waited on."""
+    base = run_name_for(arguments)
+    latest = api.latest_attempt(experiment_id, base)
+    if latest is None or (rerun and latest.state in ENDED_WITHOUT_PASS):
+        name = attempt_name(base, latest.number + 1 if latest is not None else 1)
+        with tempfile.TemporaryDirectory() as tmp:
+            run_id = api.create_run(load_package(compile_package(Path(tmp))), arguments, name, experiment_id)
+        say(f"submitted run {name}: {conn.run_url(run_id)}")
+        return SubmitOutcome(run_id, name, conn.run_url(run_id), reused=False)
+    outcome = SubmitOutcome(latest.run_id, latest.name, conn.run_url(latest.run_id), reused=True)
+    note = f" (attempt {latest.number}, {latest.state})" if latest.number > 1 or rerun else ""
+    if latest.state in ENDED_WITHOUT_PASS:
+        state, tasks = api.run_state(latest.run_id)
+        code, why = exit_code_for(state, tasks)
+        if code != EXIT_REGRESSION:  # a crash, cancel or skip: the same retry would get the same answer
+            say(f"found run {latest.name}: {outcome.url}")
+            outcome.state, outcome.exit_code = state, EXIT_RUN_FAILED
+            outcome.message = (
+                f"attempt {latest.number} (run id {latest.run_id}): {why} before this call; not waited "
+                f"on again. Pass --rerun (make submit ARGS=--rerun) to start attempt {latest.number + 1}: "
+                f"{attempt_name(base, latest.number + 1)}"
+            )
+            return outcome
+        # The gate's verdict: a retry reports it as the first call did; measuring again takes --rerun.
+        note = f" (attempt {latest.number} ended with the gate's verdict; --rerun measures again)"
+    elif rerun:
+        note += ": --rerun starts a new attempt only after one that failed"
+    say(f"attached to existing run {latest.name}: {outcome.url}{note}")
+    return outcome
+
+
 def submit(
     arguments: dict[str, Any],
     conn: Connection,
@@ -272,23 +364,16 @@ def submit(
     timeout_s: float = 3600.0,
     poll_s: float = 15.0,
     say: Callable[[str], None] = print,
+    rerun: bool = False,
 ) -> SubmitOutcome:
-    """Submit (or re-attach to) the run for `arguments` and, with `wait`, follow it to its verdict."""
+    """Submit (or re-attach to) the run for `arguments` and, with `wait`, follow it to its verdict.
+    `rerun`: start the next attempt when the latest one ended FAILED, CANCELED or SKIPPED."""
     preflight(conn)
     api = KfpApi(conn)
-    name = run_name_for(arguments)
-    with tempfile.TemporaryDirectory() as tmp:
-        run_id, reused = ensure_run(
-            api,
-            api.experiment_id(experiment),
-            name,
-            arguments,
-            lambda: load_package(compile_package(Path(tmp))),
-        )
-    outcome = SubmitOutcome(run_id, name, conn.run_url(run_id), reused)
-    say(f"{'attached to existing' if reused else 'submitted'} run {name}: {outcome.url}")
-    if not wait:
+    outcome = _start_or_attach(api, conn, arguments, api.experiment_id(experiment), rerun, say)
+    if outcome.state is not None or not wait:
         return outcome
+    run_id = outcome.run_id
     deadline = time.monotonic() + timeout_s
     state, tasks = api.run_state(run_id)
     while state not in TERMINAL:

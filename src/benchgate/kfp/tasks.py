@@ -21,7 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from benchgate import lifeline
 from benchgate.config import RunConfig, parse_config
+from benchgate.diskfaults import disk_error, is_disk_error
 from benchgate.errors import EXIT_REGRESSION, EXIT_UNKNOWN, BenchgateError, ConfigError
 from benchgate.files import read_json, write_json
 from benchgate.kfp.params import task_stores
@@ -44,9 +46,18 @@ class MetricsSink(Protocol):
 
 @contextlib.contextmanager
 def reporting_errors(task: str, output_path: str) -> Iterator[None]:
+    lifeline.tie_task_to_run()  # under `benchgate run`: a killed run takes this task and its children
     try:
         yield
-    except BenchgateError as exc:
+    except (BenchgateError, OSError) as raised:
+        if isinstance(raised, OSError) and not is_disk_error(raised):
+            raise
+        # A disk that refused a write anywhere in the task: exit 3 naming the path, not a traceback.
+        exc: BenchgateError = (
+            raised
+            if isinstance(raised, BenchgateError)
+            else disk_error(raised, f"the {task} output", Path(output_path).parent)
+        )
         print(f"benchgate {task}: error: {exc}", file=sys.stderr, flush=True)
         with contextlib.suppress(OSError):
             write_json(
@@ -116,14 +127,14 @@ def env_task(
     """Validate the run's parameters into config.json and capture env.json (with the code under test).
 
     Everything that can fail fast fails here, before any GPU is busy for minutes: the parameters, the
-    commits, the workload's import and factory, and each world size against this machine's devices.
+    commits, each world size against this machine's devices, and the workload's contract (its import,
+    factory and members, and one real training step: `stages.stage_check_workload`).
     """
     from benchgate.kfp.params import config_from_parameters
     from benchgate.launch import check_world_size
     from benchgate.publish import RUN_FILE
     from benchgate.source import use_source, validate_branch, validate_commit, validate_repository
-    from benchgate.stages import stage_env
-    from benchgate.workloads.base import load_workload
+    from benchgate.stages import stage_check_workload, stage_env
 
     with reporting_errors("env", setup_dir), stage("env"):
         config = config_from_parameters(**parameters)
@@ -151,9 +162,14 @@ def env_task(
         write_json(out / "env.json", env)
         write_json(out / "config.json", config.model_dump(mode="json"))
         write_json(out / RUN_FILE, run_record(kfp_run_id, kfp_run_name))
-        load_workload(config.bench.workload, dict(config.bench.workload_args))
         for ws in config.bench.world_sizes or []:
             check_world_size(ws, config.bench.device, env["gpu"]["count"])
+        checked = stage_check_workload(config)
+        print(
+            f"benchgate env: workload {checked['workload']}: contract checked, one training step on CPU "
+            f"(loss {checked['loss']:.4g}) in {checked['seconds']:.1f} s",
+            flush=True,
+        )
         # The checkout only served to read its git state and import the workload; every other task
         # fetches its own copy.
         shutil.rmtree(workspace, ignore_errors=True)

@@ -6,31 +6,47 @@ loop, the timing, the seeds and the process group; the workload owns the model a
 
 Required
     name                 str   identifies workload and size in baselines ("gpt-tiny"); change it when
-                               the work per step changes, so old baselines are not compared against
-    tokens_per_step      int   tokens one rank consumes per optimizer step
+                               the work per step changes, so old baselines are not compared against.
+                               Letters, digits, '.', '_' and '-', starting with a letter or digit, at
+                               most 100 characters: it names a directory and goes into MLflow filters
+    tokens_per_step      int   tokens one rank consumes per optimizer step (> 0)
     build_model(device)        -> nn.Module on `device`; benchgate seeds torch before calling it
     make_optimizer(model)      -> torch.optim.Optimizer
     make_batch(generator, device)  -> any batch; draw randomness only from `generator` (seeded per rank)
     forward(model, batch)      -> model output (timed as the 'forward' range)
-    loss(output, batch)        -> scalar tensor (the 'loss' range)
-    flops_per_token()          -> FlopsPerToken: model FLOPs per trained token by both estimators
+    loss(output, batch)        -> scalar tensor (shape []), floating point, finite (the 'loss' range)
+    flops_per_token()          -> FlopsPerToken: model FLOPs per trained token by both estimators (> 0)
 
 Optional eval hook (the eval stage is skipped without it)
     logits(model, tokens)      -> [batch, time, 256] next-byte logits for int64 byte tokens [batch, time]
-    eval_seq_len         int   context length the model accepts
+    eval_seq_len         int   context length the model accepts (> 0)
+
+The members are checked when the workload is loaded (`check_members`), and the pipeline's first task
+runs one real training step on the bench's device to check the loss
+(`benchgate.training.check_training_step`), so a broken contract is refused (exit 2) within seconds
+instead of after the benchmark.
 """
 
 from __future__ import annotations
 
 import importlib
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import nn
 
+from benchgate.config import shown
 from benchgate.errors import WorkloadError
 from benchgate.flops import ModelShape, flops_per_token_6nd, flops_per_token_attention
+
+# `name` becomes a directory of the baseline store and a value in MLflow filter strings: nothing that
+# could climb out of a directory or close a quoted string.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+MAX_NAME_LENGTH = 100
+VOCAB_SIZE = 256  # the eval's byte tokens (benchgate.shard)
 
 
 @dataclass(frozen=True)
@@ -58,22 +74,117 @@ class Workload(Protocol):
     def flops_per_token(self) -> FlopsPerToken: ...
 
 
-REQUIRED_MEMBERS = (
-    "name",
-    "tokens_per_step",
-    "build_model",
-    "make_optimizer",
-    "make_batch",
-    "forward",
-    "loss",
-    "flops_per_token",
-)
+METHODS = ("build_model", "make_optimizer", "make_batch", "forward", "loss", "flops_per_token")
+REQUIRED_MEMBERS = ("name", "tokens_per_step", *METHODS)
+
+
+def is_count(value: Any) -> bool:
+    """An int > 0 that is not a bool (True is an int to Python, and would count as 1)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def is_positive_real(value: Any) -> bool:
+    """A finite int or float > 0 that is not a bool."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and value > 0
+
+
+def _described(value: Any) -> str:
+    return f"{shown(value)} ({type(value).__name__})"
+
+
+def member_error(where: str, member: str, problem: str) -> WorkloadError:
+    return WorkloadError(f"{where}: workload member `{member}` {problem}")
 
 
 def supports_eval(workload: Workload) -> bool:
-    return callable(getattr(workload, "logits", None)) and isinstance(
-        getattr(workload, "eval_seq_len", None), int
-    )
+    return callable(getattr(workload, "logits", None)) and is_count(getattr(workload, "eval_seq_len", None))
+
+
+def check_members(workload: Any, where: str) -> None:
+    """Check every member of the protocol for its type and value; WorkloadError names the first bad one.
+
+    Cheap (flops_per_token() is called, nothing is built), so every stage that loads the workload runs
+    it. `where` starts each message, e.g. "bench.workload: my_bench:make_workload".
+    """
+    missing = [m for m in REQUIRED_MEMBERS if not hasattr(workload, m)]
+    if missing:
+        raise WorkloadError(f"{where} returned {type(workload).__name__}, which lacks {', '.join(missing)}")
+    name = workload.name
+    if not isinstance(name, str) or len(name) > MAX_NAME_LENGTH or not NAME_PATTERN.fullmatch(name):
+        raise member_error(
+            where,
+            "name",
+            f"is {_described(name)}; expected letters, digits, '.', '_' or '-', starting with a letter "
+            f"or digit, at most {MAX_NAME_LENGTH} characters (it names the baseline directory and goes "
+            "into MLflow filters)",
+        )
+    if not is_count(workload.tokens_per_step):
+        raise member_error(
+            where, "tokens_per_step", f"is {_described(workload.tokens_per_step)}; expected an int > 0"
+        )
+    for method in METHODS:
+        if not callable(getattr(workload, method)):
+            raise member_error(
+                where, method, f"is {_described(getattr(workload, method))}; expected a method"
+            )
+    try:
+        flops = workload.flops_per_token()
+    except Exception as e:  # the user's code: any failure is the workload's
+        raise member_error(where, "flops_per_token()", f"raised {type(e).__name__}: {e}") from None
+    check_flops(flops, where)
+    eval_seq_len = getattr(workload, "eval_seq_len", None)
+    if eval_seq_len is not None and not is_count(eval_seq_len):
+        raise member_error(where, "eval_seq_len", f"is {_described(eval_seq_len)}; expected an int > 0")
+    logits = getattr(workload, "logits", None)
+    if logits is not None and not callable(logits):
+        raise member_error(where, "logits", f"is {_described(logits)}; expected a method")
+
+
+def check_flops(flops: Any, where: str) -> None:
+    """flops_per_token() returns a FlopsPerToken (or any object with its two fields) of finite numbers > 0."""
+    fields = ("dense_6n", "attention_aware")
+    if not all(hasattr(flops, field) for field in fields):
+        raise member_error(
+            where,
+            "flops_per_token()",
+            f"returned {_described(flops)}; expected a FlopsPerToken(dense_6n=..., attention_aware=...)",
+        )
+    for field in fields:
+        value = getattr(flops, field)
+        if not is_positive_real(value):
+            raise member_error(
+                where,
+                f"flops_per_token().{field}",
+                f"is {_described(value)}; expected a finite number > 0 (FLOPs per trained token)",
+            )
+
+
+def check_loss(loss: Any, where: str) -> None:
+    """The loss must be a 0-dim floating-point tensor. Reads no value, so it never waits on a GPU."""
+    if not isinstance(loss, torch.Tensor):
+        raise member_error(where, "loss", f"returned {_described(loss)}; expected a scalar torch.Tensor")
+    if loss.dim() != 0:
+        raise member_error(where, "loss", f"has shape {list(loss.shape)}; expected a scalar (shape [])")
+    if not loss.is_floating_point():
+        raise member_error(where, "loss", f"has dtype {loss.dtype}; expected a floating-point tensor")
+
+
+def check_logits(logits: Any, tokens: torch.Tensor, where: str) -> None:
+    """The eval hook's output for `tokens` [batch, time]: finite floating [batch, time, 256] logits."""
+    expected = [*tokens.shape, VOCAB_SIZE]
+    if not isinstance(logits, torch.Tensor):
+        raise member_error(where, "logits", f"returned {_described(logits)}; expected a tensor {expected}")
+    if list(logits.shape) != expected or not logits.is_floating_point():
+        raise member_error(
+            where,
+            "logits",
+            f"returned shape {list(logits.shape)} of {logits.dtype} for tokens of shape "
+            f"{list(tokens.shape)}; expected floating-point logits of shape {expected}",
+        )
+    if not bool(torch.isfinite(logits).all()):
+        raise member_error(where, "logits", "returned non-finite values; expected finite logits")
 
 
 def load_workload(spec: str, args: dict[str, Any] | None = None) -> Workload:
@@ -94,16 +205,7 @@ def load_workload(spec: str, args: dict[str, Any] | None = None) -> Workload:
         raise WorkloadError(
             f"bench.workload: {spec}({_format_args(args)}) raised {type(e).__name__}: {e}"
         ) from None
-    missing = [m for m in REQUIRED_MEMBERS if not hasattr(workload, m)]
-    if missing:
-        raise WorkloadError(
-            f"bench.workload: {spec} returned {type(workload).__name__}, which lacks {', '.join(missing)}"
-        )
-    if not isinstance(workload.tokens_per_step, int) or workload.tokens_per_step <= 0:
-        raise WorkloadError(
-            f"bench.workload: {spec}: tokens_per_step must be a positive int, got "
-            f"{workload.tokens_per_step!r}"
-        )
+    check_members(workload, f"bench.workload: {spec}")
     return workload  # type: ignore[no-any-return]
 
 

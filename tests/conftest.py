@@ -73,6 +73,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# Each session server's directory (its SQLite backend and artifacts), by URI: what tests search.
+MLFLOW_SERVER_ROOTS: dict[str, Path] = {}
+
+
 @pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("mlflow-server")
@@ -98,6 +102,7 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         stderr=subprocess.STDOUT,
     )
     uri = f"http://127.0.0.1:{port}"
+    MLFLOW_SERVER_ROOTS[uri] = root
     deadline = time.monotonic() + 90
     try:
         while True:

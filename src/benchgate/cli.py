@@ -29,6 +29,7 @@ from benchgate.baseline import find_baseline
 from benchgate.cli_tracking import baseline_app, history, sync
 from benchgate.compare import compare as compare_bundles
 from benchgate.config import load_config
+from benchgate.credentials import without_credentials
 from benchgate.env import capture_environment
 from benchgate.errors import EXIT_BAD_INPUT, EXIT_RUN_FAILED, BenchgateError, ConfigError
 from benchgate.kfp.local_run import GateOutcome, run_gate
@@ -230,7 +231,8 @@ def _default_repository() -> str:
         )
     except (OSError, subprocess.SubprocessError):
         return ""
-    return done.stdout.strip() if done.returncode == 0 else ""
+    # A CI checkout's origin may carry the job's token (https://ci-token:TOKEN@host/...): never pass it on.
+    return without_credentials(done.stdout.strip()) if done.returncode == 0 else ""
 
 
 @app.command()

@@ -26,6 +26,7 @@ from pydantic import (
     field_validator,
 )
 
+from benchgate.credentials import MLFLOW_INSTEAD, refuse_credentials
 from benchgate.errors import ConfigError
 
 DEFAULT_WORKLOAD = "benchgate.workloads.gpt:make_workload"
@@ -298,6 +299,13 @@ class TrackingConfig(_Model):
         description="MLflow tracking URI (empty: MLFLOW_TRACKING_URI, else the local store in local_dir).",
     )
     experiment: str = Field("benchgate", min_length=1, description="MLflow experiment of the gate runs.")
+
+    @field_validator("uri")
+    @classmethod
+    def _no_credentials(cls, value: str) -> str:
+        refuse_credentials(value, "tracking.uri", MLFLOW_INSTEAD)
+        return value
+
     local_dir: UsablePath = Field(
         Path(".benchgate/mlflow"), description="The embedded store: SQLite (mlflow.db) and artifacts."
     )

@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from benchgate.credentials import GIT_INSTEAD, redacted, refuse_credentials
 from benchgate.errors import ConfigError, RunFailedError
 
 # SHA-1 repositories have 40 hex digits, SHA-256 ones 64; nothing else names a single commit.
@@ -81,9 +82,10 @@ def validate_repository(value: str, field: str = "repository") -> str:
     """An https://, ssh://, file:// or git@host:path URL (see _URL); anything else is a ConfigError."""
     if not _URL.fullmatch(value):
         raise ConfigError(
-            f"{field}: got {_shown(value)} (expected a git URL: https://, ssh://, file:// or git@host:path, "
-            "with a host that does not start with '-')"
+            f"{field}: got {_shown(redacted(value))} (expected a git URL: https://, ssh://, file:// or "
+            "git@host:path, with a host that does not start with '-')"
         )
+    refuse_credentials(value, field, GIT_INSTEAD)
     return value
 
 

@@ -44,6 +44,7 @@ import requests
 
 from benchgate import __version__, diskfaults
 from benchgate.config import RunConfig
+from benchgate.credentials import MLFLOW_INSTEAD, refuse_credentials
 from benchgate.errors import BadInputError
 from benchgate.figures import bench_figures, eval_figures, run_figures
 from benchgate.results import Bundle
@@ -109,6 +110,7 @@ def send_errors() -> tuple[type[BaseException], ...]:
 def resolve_uri(config: RunConfig) -> str:
     """config.tracking.uri, else MLFLOW_TRACKING_URI, else the embedded SQLite store in local_dir."""
     uri = config.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI", "")
+    refuse_credentials(uri, "tracking.uri" if config.tracking.uri else "MLFLOW_TRACKING_URI", MLFLOW_INSTEAD)
     if uri:
         return uri
     return f"sqlite:///{(Path(config.tracking.local_dir) / 'mlflow.db').resolve()}"

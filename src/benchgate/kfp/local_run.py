@@ -29,6 +29,7 @@ from typing import Any, TextIO
 from benchgate import errors, lifeline, outdir
 from benchgate.compare import Comparison
 from benchgate.config import RunConfig
+from benchgate.credentials import MLFLOW_INSTEAD, refuse_credentials
 from benchgate.errors import BenchgateError, RunFailedError
 from benchgate.files import read_json
 from benchgate.kfp.params import parameters_from_config
@@ -119,6 +120,9 @@ def run_gate(
         validate_repository(repository, "--repository")
     if branch:
         validate_branch(branch, "--branch")
+    if config.tracking.enabled and not config.tracking.uri:
+        environment_uri = os.environ.get("MLFLOW_TRACKING_URI", "")
+        refuse_credentials(environment_uri, "MLFLOW_TRACKING_URI", MLFLOW_INSTEAD)
     base_commit = ""
     if base:
         base_commit, local_repository = resolve_local_ref(base, Path.cwd())

@@ -58,12 +58,13 @@ ui: $(STAMP) ## Open the MLflow UI on the local store (runs table: Experiments >
 shard: $(STAMP) ## Regenerate the bundled eval shard from its seed
 	$(PY) scripts/make_shard.py
 
-benchmarks: $(STAMP) ## Measure benchgate itself (overhead, noise, false alarms, wall time, kfp.local)
+benchmarks: $(STAMP) ## Measure benchgate itself (overhead, noise, false alarms, wall time, kfp.local, faults)
 	$(PY) benchmarks/overhead.py
 	$(PY) benchmarks/noise.py
 	$(PY) benchmarks/power.py noise
 	$(PY) benchmarks/wall_time.py
 	$(PY) benchmarks/kfp_overhead.py
+	$(PY) benchmarks/faults.py
 
 clean: ## Remove results and caches (keeps .venv and baselines)
 	rm -rf benchgate-out .pytest_cache .mypy_cache .ruff_cache

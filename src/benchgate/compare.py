@@ -14,84 +14,28 @@ Runs that measured different things (device, precision, tokens per step, threads
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
 from benchgate import stats
 from benchgate.comparable import check_comparable
+from benchgate.comparison import TIMING, Check, Comparison, Status, load_comparison
 from benchgate.config import Tolerances
-from benchgate.errors import EXIT_PASS, EXIT_REGRESSION, EXIT_UNKNOWN
 from benchgate.results import Bundle
 from benchgate.verdict import ab, screen
 
-Status = Literal["PASS", "WARN", "UNKNOWN", "FAIL", "NEW", "INFO"]
-Verdict = Literal["PASS", "WARN", "UNKNOWN", "FAIL"]
-SEVERITY = {"INFO": 0, "NEW": 0, "PASS": 0, "WARN": 1, "UNKNOWN": 2, "FAIL": 3}
-VERDICTS: tuple[Verdict, ...] = ("PASS", "WARN", "UNKNOWN", "FAIL")
-TIMING = "tokens_per_s"
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    unit: str
-    current: float | None
-    baseline: float | None = None
-    change: float | None = None  # percent, or points for *_points rows
-    change_unit: str = "%"
-    ci_low: float | None = None
-    ci_high: float | None = None
-    rule: str = ""
-    status: Status = "PASS"
-    note: str = ""
-    # For timing checks: "tokens_per_s", its world size, and what decided it ("screen" or "ab").
-    metric: str = ""
-    world_size: int | None = None
-    decided_by: str = ""
-
-
-@dataclass
-class Comparison:
-    machine_profile: str
-    workload: str | None
-    baseline_path: str | None
-    checks: list[Check] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def verdict(self) -> Verdict:
-        worst = max((SEVERITY[c.status] for c in self.checks), default=0)
-        return VERDICTS[worst]
-
-    @property
-    def exit_code(self) -> int:
-        return {"FAIL": EXIT_REGRESSION, "UNKNOWN": EXIT_UNKNOWN}.get(self.verdict, EXIT_PASS)
-
-    def timing(self, world_size: int) -> Check | None:
-        return next((c for c in self.checks if c.metric == TIMING and c.world_size == world_size), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": 1,
-            "verdict": self.verdict,
-            "exit_code": self.exit_code,
-            "machine_profile": self.machine_profile,
-            "workload": self.workload,
-            "baseline_path": self.baseline_path,
-            "notes": self.notes,
-            "checks": [asdict(c) for c in self.checks],
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Comparison:
-        """The inverse of to_dict: a pipeline task reads the comparison an earlier task wrote."""
-        return cls(
-            data["machine_profile"],
-            data["workload"],
-            data["baseline_path"],
-            [Check(**c) for c in data["checks"]],
-            list(data["notes"]),
-        )
+# The comparison's data types live in `comparison`; callers may import them from here too.
+__all__ = [
+    "TIMING",
+    "Check",
+    "Comparison",
+    "apply_ab",
+    "compare",
+    "load_comparison",
+    "scaling_efficiency",
+    "undecided_world_sizes",
+    "without_reachable_baseline",
+]
 
 
 def _timing_check(

@@ -33,7 +33,8 @@ def write_json(path: Path, data: Any) -> Path:
 
 
 def read_json(path: Path) -> Any:
-    """Read a JSON file; raises ValueError naming the file when it is missing, truncated or not JSON."""
+    """Read a JSON file; raises ValueError naming the file when it is missing, truncated or not JSON
+    (not UTF-8, nested too deep to parse, or an integer too long to convert)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -41,10 +42,17 @@ def read_json(path: Path) -> Any:
         raise ValueError(f"{path}: file not found") from None
     except OSError as e:
         raise ValueError(f"{path}: cannot read ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not valid JSON at line {e.lineno} column {e.colno} ({e.msg})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not valid JSON (nested too deeply to read)") from None
+    except ValueError as e:
+        # json.loads refuses an integer literal of more than sys.get_int_max_str_digits() digits.
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
 
 
 def _finite_or_null(value: Any) -> Any:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchgate.baseline import find_baseline, read_meta, save_baseline
-from benchgate.compare import Comparison
+from benchgate.compare import load_comparison
 from benchgate.config import RunConfig
 from benchgate.diskfaults import local_faults, writing
 from benchgate.errors import BadInputError, DiskError
@@ -148,7 +148,7 @@ def write_report(config: RunConfig, run_dir: Path) -> Path:
     from benchgate.plots import html_report
 
     current = load_bundle(run_dir)
-    comparison = Comparison.from_dict(read_json(run_dir / "compare.json"))
+    comparison = load_comparison(run_dir / "compare.json")
     baseline = find_baseline(config.gate.baseline_dir, current.machine_profile, str(current.workload))
     path = run_dir / "report.html"
     html = html_report(current, comparison, baseline, _history(_state(run_dir)))
@@ -177,7 +177,7 @@ def publish_run(config: RunConfig, run_dir: Path, hold: str | None = None) -> di
     if config.tracking.enabled:
         spool.write_entry(config.tracking.spool_dir, run_dir, record)
     write_report(config, run_dir)
-    comparison = Comparison.from_dict(read_json(run_dir / "compare.json"))
+    comparison = load_comparison(run_dir / "compare.json")
     written = stage_update_baseline(config, run_dir, comparison)
     published: dict[str, Any] = {"baseline_written": str(written) if written else None}
     if config.tracking.enabled:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from benchgate.compare import TIMING, Check, Comparison
@@ -87,20 +88,25 @@ HEADER = ["check", "baseline", "current", "change", "CI of change", "status"]
 
 
 def print_verdict(comparison: Comparison, console: Console) -> None:
-    """The verdict for a terminal: six columns (fits 120 columns), rules and notes below."""
+    """The verdict for a terminal: six columns (fits 120 columns), rules and notes below.
+
+    Names, rules and notes are data (a workload's name, an MLflow error text), never markup: each is
+    escaped, so a `[/x]` in them prints as written instead of raising rich's MarkupError.
+    """
     table = Table(
-        title=f"benchgate · {comparison.workload} · {comparison.machine_profile}", title_justify="left"
+        title=escape(f"benchgate · {comparison.workload} · {comparison.machine_profile}"),
+        title_justify="left",
     )
     for column in HEADER:
         table.add_column(column, overflow="fold")
     for row in rows(comparison):
         status = row[-1]
-        table.add_row(*row[:-1], f"[{STATUS_STYLE[status]}]{status}[/]")
+        table.add_row(*(escape(cell) for cell in row[:-1]), f"[{STATUS_STYLE[status]}]{status}[/]")
     console.print(table)
     for line in footnote_lines(comparison):
-        console.print(line, highlight=False)
+        console.print(escape(line), highlight=False)
     for note in comparison.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {escape(note)}")
     style = STATUS_STYLE[comparison.verdict]
     console.print(f"verdict: [{style}]{comparison.verdict}[/] (exit {comparison.exit_code})")
 

@@ -207,13 +207,8 @@ def _read(path: Path) -> Any:
     """The parsed JSON of `path`; every way a file can be unreadable is a BaselineError naming it."""
     try:
         data = read_json(path)
-    except UnicodeDecodeError as e:
-        raise BaselineError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
-    except RecursionError:
-        raise BaselineError(f"{path}: not valid JSON (nested too deeply to read)") from None
-    except ValueError as e:  # read_json's own messages name the file; json's integer-size limit does not
-        message = str(e)
-        raise BaselineError(message if message.startswith(str(path)) else f"{path}: {message}") from None
+    except ValueError as e:  # read_json names the file: missing, not UTF-8, not JSON, nested too deeply
+        raise BaselineError(str(e)) from None
     where = _unencodable(data)
     if where is not None:
         # JSON escapes can hold half of a UTF-16 pair, which no file, terminal or MLflow tag can take.

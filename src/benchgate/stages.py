@@ -19,13 +19,14 @@ from benchgate.compare import (
     Comparison,
     apply_ab,
     compare,
+    load_comparison,
     undecided_world_sizes,
     without_reachable_baseline,
 )
 from benchgate.config import RunConfig
 from benchgate.diskfaults import writing
 from benchgate.env import capture_environment
-from benchgate.files import read_json, write_json
+from benchgate.files import write_json
 from benchgate.report import markdown
 from benchgate.results import Bundle, load_bundle
 
@@ -106,7 +107,7 @@ def stage_ab(
 
     Each A/B decision replaces the screen's row; rewrites compare.json and compare.md in `run_dir`.
     """
-    comparison = Comparison.from_dict(read_json(run_dir / "compare.json"))
+    comparison = load_comparison(run_dir / "compare.json")
     # The device count the run was captured with (as the bench tasks use), not a second probe.
     gpus = load_bundle(run_dir).env.get("gpu", {}).get("count")
     for ws in world_sizes:

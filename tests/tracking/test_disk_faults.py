@@ -216,6 +216,29 @@ def test_a_read_only_baseline_store_fails_the_gate_run_with_exit_3_and_keeps_the
 
 
 @pytest.mark.slow
+def test_a_run_whose_out_directory_fills_up_is_exit_3_naming_the_file_and_the_complete_results(
+    tmp_path: Path, tmpfs: Mount
+) -> None:
+    """--out on a disk that fills up during the run (kfp.local's pipeline root lives there too): exit 3
+    naming the file that did not fit; no empty or half file in --out; the run's results are complete
+    where the message says."""
+    out = tmpfs("out", size="200k")
+    config = make_config(tmp_path, out=str(out))
+    with pytest.raises(RunFailedError) as raised:
+        run_gate(config)
+    message = str(raised.value)
+    assert raised.value.exit_code == 3
+    # Full during a task ("cannot write in OUT"), or while gathering the results ("cannot write OUT/file").
+    assert message.startswith((f"out: cannot write {out}/", f"out: cannot write in {out}:")), message
+    assert "No space left on device" in message
+    assert all(p.stat().st_size > 0 for p in out.glob("*.json")), "no empty result file"
+    assert not list(out.rglob("*.partial"))
+    if "the run finished and its results are complete in " in message:
+        complete = Path(message.rsplit(" in ", 1)[1])
+        assert read_json(complete / "compare.json")["checks"]
+
+
+@pytest.mark.slow
 def test_compare_into_a_read_only_result_directory_is_exit_3_naming_the_file(
     results: Path, tmp_path: Path, tmpfs: Mount
 ) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -10,15 +12,19 @@ import numpy as np
 import pytest
 
 from benchgate.compare import (
+    Comparison,
     apply_ab,
     compare,
+    load_comparison,
     scaling_efficiency,
     undecided_world_sizes,
     without_reachable_baseline,
 )
 from benchgate.config import Tolerances
-from benchgate.errors import BaselineError
+from benchgate.errors import EXIT_BAD_INPUT, BaselineError
+from benchgate.files import read_json
 from benchgate.results import Bundle
+from benchgate.stages import write_comparison
 
 PROFILE = "cpu-Test-x2_torch2.13.0"
 
@@ -296,3 +302,100 @@ def test_without_a_reachable_baseline_nothing_is_new() -> None:
     ]
     assert blind.verdict == "UNKNOWN" and blind.exit_code == 4
     assert "connection refused" in blind.notes[-1] and first.checks[0].status == "NEW"  # a copy
+
+
+# ---------------------------------------------------------------- compare.json read back
+
+
+def written_comparison(run_dir: Path) -> tuple[Comparison, Path]:
+    """A FAIL comparison as the compare stage writes it (compare.json and compare.md)."""
+    comparison = compare(bundle(1), bundle(2, step_s=0.125), Tolerances())
+    assert comparison.verdict == "FAIL"
+    write_comparison(run_dir, comparison)
+    return comparison, run_dir / "compare.json"
+
+
+def test_compare_json_reads_back_as_the_comparison_written(tmp_path: Path) -> None:
+    comparison, path = written_comparison(tmp_path)
+    read = load_comparison(path)
+    assert read == comparison
+    assert (read.verdict, read.exit_code) == ("FAIL", 1)
+
+
+def cut_short(data: dict[str, Any], path: Path) -> None:
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])
+
+
+def edited(change: Any) -> Any:
+    def rewrite(data: dict[str, Any], path: Path) -> None:
+        change(data)
+        path.write_text(json.dumps(data))
+
+    return rewrite
+
+
+def fail_row(data: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in data["checks"] if c["status"] == "FAIL")
+
+
+@pytest.mark.parametrize(
+    ("damage", "named"),
+    [
+        pytest.param(cut_short, "not valid JSON at line", id="truncated"),
+        pytest.param(lambda data, path: path.unlink(), "file not found", id="missing"),
+        pytest.param(
+            edited(lambda d: d.pop("checks")), "checks: got nothing (Field required)", id="no-checks"
+        ),
+        pytest.param(
+            edited(lambda d: fail_row(d).pop("status")),
+            "status: got nothing (Field required)",  # never read as Check's default, PASS
+            id="row-without-status",
+        ),
+        pytest.param(
+            edited(lambda d: fail_row(d).update(stauts=fail_row(d).pop("status"))),
+            "stauts: got 'FAIL' (Extra inputs are not permitted)",
+            id="misspelt-status",
+        ),
+        pytest.param(
+            edited(lambda d: fail_row(d).update(status="MAYBE")),
+            "status: got 'MAYBE' (Input should be 'PASS', 'WARN', 'UNKNOWN', 'FAIL', 'NEW' or 'INFO')",
+            id="unknown-status",
+        ),
+        pytest.param(
+            edited(lambda d: d["checks"][0].update(current="8000")),
+            "checks[0].current: got '8000' (Input should be a valid number)",
+            id="number-as-text",
+        ),
+        pytest.param(edited(lambda d: d.update(checks=[[]])), "checks[0]: got []", id="row-not-object"),
+        pytest.param(edited(lambda d: d.update(notes="x")), "notes: got 'x'", id="notes-not-list"),
+        pytest.param(
+            lambda data, path: path.write_text("[]"), "got [] (expected a JSON object)", id="not-object"
+        ),
+    ],
+)
+def test_a_damaged_compare_json_is_bad_input_naming_the_file_and_field(
+    tmp_path: Path, damage: Any, named: str
+) -> None:
+    _, path = written_comparison(tmp_path)
+    damage(read_json(path), path)
+    with pytest.raises(BaselineError) as refused:
+        load_comparison(path)
+    assert refused.value.exit_code == EXIT_BAD_INPUT
+    message = str(refused.value)
+    assert message.startswith(f"{path}: ") and named in message, message
+    assert "\n" not in message
+
+
+def test_compare_with_history_too_noisy_for_floats_is_unknown_and_reads_back(tmp_path: Path) -> None:
+    """Earlier runs six orders of magnitude apart (history.json allows it) at confidence 0.9999: the
+    interval's upper bound leaves float range. The row is UNKNOWN, not an OverflowError, and the bound
+    is stored as null (JSON has no Infinity)."""
+    baseline = bundle(1)
+    baseline.history = [{"p50": {"1": {"step_time_s": s}, "2": {"step_time_s": s}}} for s in (1e-6, 1.0, 1e6)]
+    comparison = compare(baseline, bundle(2), Tolerances(confidence=0.9999))
+    timing = comparison.timing(1)
+    assert timing is not None and timing.status == "UNKNOWN" and timing.ci_high == float("inf")
+    write_comparison(tmp_path, comparison)
+    read = load_comparison(tmp_path / "compare.json")
+    assert read.timing(1) == replace(timing, ci_high=None)

@@ -3,18 +3,32 @@ history limits, settings, and the committed CRDs against the models they are gen
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as hyp
 
 from benchgate.controller import crds
 from benchgate.controller import schedule as sched
 from benchgate.controller import status as st
-from benchgate.controller.resources import BenchmarkScheduleSpec, parse_spec
+from benchgate.controller.resources import (
+    BRANCH_PATTERN,
+    REPOSITORY_PATTERN,
+    BenchmarkRunSpec,
+    BenchmarkScheduleSpec,
+    parse_spec,
+    pipeline_arguments,
+)
 from benchgate.controller.settings import settings_from_env
 from benchgate.errors import ConfigError
+from benchgate.kfp.submit import pipeline_parameter_names
+from benchgate.source import MAX_BRANCH_LENGTH, validate_branch, validate_repository
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -185,3 +199,123 @@ def test_crd_schemas_are_structural() -> None:
 
     for crd in (crds.benchmarkrun_crd(), crds.benchmarkschedule_crd()):
         walk(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"], crd["metadata"]["name"])
+
+
+# ---------------------------------------------------------------- repository and branch: CRD vs controller
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+GOOD_RUN = {"commit": SHA, "repository": "https://github.com/example/trainer.git", "worldSize": 2}
+FUZZ = settings(max_examples=200, deadline=None, derandomize=True)
+
+
+def crd_spec_errors(spec: dict[str, Any]) -> list[str]:
+    """What an API server with the shipped BenchmarkRun CRD says about `spec` (its pattern and length
+    keywords; the committed file, as the chart installs it)."""
+    (document,) = yaml.safe_load_all(
+        (REPO / crds.DEFAULT_DIR / "benchmarkruns.benchgate.dev.yaml").read_text()
+    )
+    schema = document["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    return [
+        f"{'.'.join(map(str, e.path))}: {e.message}"
+        for e in jsonschema.Draft4Validator(schema).iter_errors(spec)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("repository", "ssh://-oProxyCommand=x/r"),  # ssh would read the host as an option
+        ("repository", "ssh://-oProxyCommand=x@host/r"),  # ... or the user
+        ("repository", "git@-oProxyCommand=x:r"),
+        ("repository", "https://-x/r"),
+        ("repository", "ext::sh -c touch% /tmp/pwned"),
+        ("branch", "a//b"),
+        ("branch", "a/.b"),
+        ("branch", "a..b"),
+        ("branch", "-x"),
+        ("branch", "a/"),
+        ("branch", "a."),
+        ("branch", "b" * (MAX_BRANCH_LENGTH + 1)),
+    ],
+)
+def test_the_crd_refuses_repositories_and_branches_the_controller_refuses(field: str, value: str) -> None:
+    spec = {**GOOD_RUN, field: value}
+    errors = crd_spec_errors(spec)
+    assert errors and all(e.startswith(f"{field}: ") for e in errors), errors
+    # The controller, where the API server has no (or an old) CRD, refuses it too, naming field and value.
+    with pytest.raises(ConfigError, match=re.escape(f"spec.{field}: got {value!r}")):
+        parse_spec(BenchmarkRunSpec, spec)
+
+
+@pytest.mark.parametrize("branch", ["HEAD", "x.lock/y", "release/v1.lock"])
+def test_branches_no_schema_regex_can_refuse_are_refused_by_the_controller(branch: str) -> None:
+    """Not 'HEAD' and no '.lock' component need a lookahead, which CRD patterns lack."""
+    spec = {**GOOD_RUN, "branch": branch}
+    assert crd_spec_errors(spec) == []
+    with pytest.raises(ConfigError, match=re.escape(f"branch: got {branch!r}")):
+        pipeline_arguments(
+            parse_spec(BenchmarkRunSpec, spec), "http://mlflow.example", pipeline_parameter_names()
+        )
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("repository", "https://github.com/example/trainer.git"),
+        ("repository", "https://gitlab.example.com:8443/group/sub/repo"),
+        ("repository", "ssh://git@git.example.com:22/org/repo.git"),
+        ("repository", "git@github.com:org/repo.git"),
+        ("repository", "file:///srv/git/repo"),
+        ("branch", ""),
+        ("branch", "main"),
+        ("branch", "release/2.1"),
+        ("branch", "user/fix-1_b"),
+        ("branch", "a./b"),
+        ("branch", "b" * MAX_BRANCH_LENGTH),
+    ],
+)
+def test_the_crd_and_the_controller_accept_ordinary_repositories_and_branches(field: str, value: str) -> None:
+    spec = {**GOOD_RUN, field: value}
+    assert crd_spec_errors(spec) == []
+    arguments = pipeline_arguments(
+        parse_spec(BenchmarkRunSpec, spec), "http://mlflow.example", pipeline_parameter_names()
+    )
+    assert arguments.get(field, "") == value
+
+
+FRAGMENTS = ["a", "Z", "0", "_", "-", ".", "/", "//", "..", ".lock", "HEAD", "@", ":", ":22", "~", "%"]
+FRAGMENTS += ["https://", "ssh://", "file://", "git@", "-oProxyCommand=x", "host.example", "o/r.git", " "]
+url_like = hyp.lists(hyp.sampled_from(FRAGMENTS), max_size=10).map("".join)
+
+
+def refuses(validate: Any, value: str) -> str | None:
+    try:
+        validate(value)
+    except ConfigError as e:
+        return str(e)
+    return None
+
+
+@FUZZ
+@given(value=url_like)
+def test_the_crd_patterns_never_refuse_what_the_controller_accepts(value: str) -> None:
+    if refuses(validate_branch, value) is None:
+        assert re.fullmatch(BRANCH_PATTERN, value), value
+    if refuses(validate_repository, value) is None:
+        assert re.fullmatch(REPOSITORY_PATTERN, value), value
+
+
+@FUZZ
+@given(
+    branch=hyp.from_regex(BRANCH_PATTERN, fullmatch=True),
+    repository=hyp.from_regex(REPOSITORY_PATTERN, fullmatch=True),
+)
+def test_what_the_crd_patterns_accept_the_controller_accepts_but_for_the_documented_rules(
+    branch: str, repository: str
+) -> None:
+    """The controller's own checks beyond the patterns: branch 'HEAD', a '.lock' component, the length
+    (maxLength in the schema), and credentials in the repository URL."""
+    if branch and branch != "HEAD" and not any(c.endswith(".lock") for c in branch.split("/")):
+        assert len(branch) > MAX_BRANCH_LENGTH or refuses(validate_branch, branch) is None, branch
+    refused = refuses(validate_repository, repository)
+    assert refused is None or "credentials" in refused, refused

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -36,3 +37,28 @@ def test_read_json_names_the_file_when_truncated_or_missing(tmp_path: Path) -> N
         read_json(path)
     with pytest.raises(ValueError, match=r"absent\.json: file not found"):
         read_json(tmp_path / "absent.json")
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        pytest.param(
+            b'{"profile": "\xff"}', r"not UTF-8 text \(byte 13: invalid start byte\)", id="not-utf8"
+        ),
+        pytest.param(
+            b"[" * 100_000 + b"]" * 100_000,
+            r"not valid JSON \(nested too deeply to read\)",
+            id="deep-nesting",
+        ),
+        pytest.param(b'{"n": ' + b"9" * 5000 + b"}", r"not valid JSON \(.*4300 digits", id="huge-int"),
+    ],
+)
+def test_read_json_names_the_file_for_every_unreadable_content(
+    tmp_path: Path, content: bytes, problem: str
+) -> None:
+    path = tmp_path / "meta.json"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match="^" + re.escape(f"{path}: ") + problem) as caught:
+        read_json(path)
+    # The message is whole: no chained traceback carries the file-less original.
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__

@@ -56,3 +56,19 @@ def test_terminal_table_fits_120_columns_and_ends_with_verdict_and_exit_code() -
     assert sum("tokens/s (ws=1)" in line for line in table.splitlines()) == 1
     assert all(len(line) <= 120 for line in output.splitlines())
     assert output.rstrip().endswith("verdict: FAIL (exit 1)")
+
+
+def test_terminal_prints_names_notes_and_rules_as_text_not_markup() -> None:
+    # Notes carry remote text (an MLflow error, a workload's name): rich must not read it as markup.
+    result = Comparison("cpu-X-x2_torch2.13.0", "wl[/x]", None)
+    result.checks.append(
+        Check("t [bold]x[/bold]", "u", 1.0, note="MLflow said [/x] and [red]no[/red]", rule="rule [/]")
+    )
+    result.notes.append("unreachable: [/mlflow]")
+    buffer = io.StringIO()
+    print_verdict(result, Console(file=buffer, width=200, color_system=None))
+    output = buffer.getvalue()
+    assert "benchgate · wl[/x] · cpu-X-x2_torch2.13.0" in output
+    assert "t [bold]x[/bold] [1]" in output
+    assert "[1] t [bold]x[/bold]: PASS. rule: rule [/]. MLflow said [/x] and [red]no[/red]" in output
+    assert "note: unreachable: [/mlflow]" in output

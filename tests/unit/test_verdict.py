@@ -121,3 +121,26 @@ def test_screen_uses_drift_corrected_figures_when_both_runs_timed_the_reference(
     assert result.status == "PASS"
     assert result.host_change_pct == pytest.approx(20.0)
     assert result.noise_pct == pytest.approx(100 * 0.01, rel=0.05)
+
+
+def test_screen_interval_too_wide_for_floats_is_unknown_not_an_overflow() -> None:
+    # Very noisy history (six orders of magnitude) at a high confidence: the bound e^(d + half) leaves
+    # float range. The interval is then infinitely wide, which the rule reads as UNKNOWN.
+    steady = {"step_time_s": [1.0, 1.0]}
+    result = screen(steady, steady, history(1e-6, 1.0, 1e6), 5.0, 0.9999)
+    assert result.status == "UNKNOWN"
+    assert result.change_pct == 0.0
+    assert result.ci_low_pct == pytest.approx(-100.0)
+    assert result.ci_high_pct == math.inf
+
+
+def test_screen_ratio_beyond_float_range_is_still_judged() -> None:
+    # 1e-300 s against 1e300 s: the quotient underflows to 0, its log would be a math domain error.
+    tiny, huge = {"step_time_s": [1e-300] * 2}, {"step_time_s": [1e300] * 2}
+    unknown = screen(tiny, huge, [], 5.0, 0.95)
+    assert (unknown.status, unknown.change_pct) == ("UNKNOWN", pytest.approx(-100.0))
+    # With quiet history the same huge slowdown is a FAIL, and the huge speedup a PASS (+inf %).
+    slower = screen(tiny, huge, history(0.099, 0.1, 0.101), 5.0, 0.95)
+    assert (slower.status, slower.ci_high_pct) == ("FAIL", pytest.approx(-100.0))
+    faster = screen(huge, tiny, history(0.099, 0.1, 0.101), 5.0, 0.95)
+    assert (faster.status, faster.change_pct, faster.ci_low_pct) == ("PASS", math.inf, math.inf)

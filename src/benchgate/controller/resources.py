@@ -22,12 +22,34 @@ from benchgate.config import DEFAULT_WORKLOAD, Tolerances
 from benchgate.errors import ConfigError
 from benchgate.kfp.params import config_from_parameters
 from benchgate.kfp.submit import build_arguments
+from benchgate.source import MAX_BRANCH_LENGTH
 
 KUBE_EXTENSION = "x-kubernetes-preserve-unknown-fields"
 SHA_PATTERN = r"^([0-9a-f]{40}|[0-9a-f]{64})$"
 SHA_OR_EMPTY_PATTERN = r"^([0-9a-f]{40}|[0-9a-f]{64})?$"
-REPOSITORY_PATTERN = r"^(https://|ssh://|file://|git@)[A-Za-z0-9._~:/@%+=-]+$"
-BRANCH_PATTERN = r"^([A-Za-z0-9_][A-Za-z0-9._/-]{0,199})?$"
+# The CRD refuses, at the API server, what benchgate.source would refuse later. Its patterns are
+# JSON-schema regexes that Go (the API server), ECMA-262 and pydantic all read alike: no lookaround, so
+# they say what a value is made of, not what it must avoid. The controller still runs the full checks
+# (source.validate_repository, validate_branch, credentials) before any KFP run exists.
+#
+# Repository: source's URL grammar itself. Host and user never start with '-' (ssh would read
+# "-oProxyCommand=..." as an option); a user starts with a letter, digit or '_'.
+_HOST = r"[A-Za-z0-9][A-Za-z0-9.-]*"
+_USER = r"[A-Za-z0-9_][A-Za-z0-9._~%+=-]*"
+_PORT = r"(:[0-9]{1,5})?"
+_PATH = r"[A-Za-z0-9._~:/@%+=-]"
+REPOSITORY_PATTERN = (
+    rf"^(https://({_USER}(:[A-Za-z0-9._~%+=-]*)?@)?{_HOST}{_PORT}(/{_PATH}*)?"
+    rf"|ssh://({_USER}@)?{_HOST}{_PORT}(/{_PATH}*)?"
+    rf"|git@{_HOST}:[A-Za-z0-9._~/@%+=]{_PATH}*"
+    rf"|file://({_HOST})?/{_PATH}*)$"
+)
+# Branch (or empty: none): runs of [A-Za-z0-9_-] joined by '.', '/' or './', the first not starting with
+# '-', at most MAX_BRANCH_LENGTH long (the schema's maxLength). Joined that way, a name has no '//', no
+# '..', no component starting with '.', and no leading or trailing '/' or '.': every rule of
+# source.validate_branch but two, which need a lookahead and stay the controller's: not 'HEAD', and no
+# component ending in '.lock'.
+BRANCH_PATTERN = r"^([A-Za-z0-9_][A-Za-z0-9_-]*((\.|/|\./)[A-Za-z0-9_-]+)*)?$"
 WORKLOAD_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$"
 LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
@@ -55,7 +77,10 @@ class RunParameters(_Spec):
         description="Git URL of the code under test (https, ssh, file, git@).",
     )
     branch: str = Field(
-        "", pattern=BRANCH_PATTERN, description="The commit's branch; baselines are updated only on main."
+        "",
+        pattern=BRANCH_PATTERN,
+        max_length=MAX_BRANCH_LENGTH,
+        description="The commit's branch; baselines are updated only on main.",
     )
     base_commit: str = Field(
         "",

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from benchgate import errors, lifeline, outdir
-from benchgate.compare import Comparison
+from benchgate.compare import Comparison, load_comparison
 from benchgate.config import RunConfig
 from benchgate.credentials import MLFLOW_INSTEAD, refuse_credentials
 from benchgate.errors import BenchgateError, RunFailedError
@@ -193,7 +193,7 @@ def _run_pipeline(
             f"out: cannot write {e.filename}: {e.strerror}; the run finished and its results are complete "
             f"in {results}"
         ) from None
-    comparison = Comparison.from_dict(read_json(out_dir / "compare.json"))
+    comparison = load_comparison(out_dir / "compare.json")
     written = summary.get("baseline_written")
     tracking_file = out_dir / TRACKING_FILE
     return GateOutcome(

@@ -166,7 +166,7 @@ def env_task(
             check_world_size(ws, config.bench.device, env["gpu"]["count"])
         checked = stage_check_workload(config)
         print(
-            f"benchgate env: workload {checked['workload']}: contract checked, one training step on CPU "
+            f"benchgate env: workload {checked['workload']}: contract checked, one training step "
             f"(loss {checked['loss']:.4g}) in {checked['seconds']:.1f} s",
             flush=True,
         )
@@ -359,11 +359,11 @@ def ab_task(
 
 def publish_verdict(results: Path, verdict_markdown: str, figures: MetricsSink) -> None:
     """The verdict table as the task's Markdown output, and its counts and ratios as metrics."""
-    from benchgate.compare import Comparison
+    from benchgate.compare import Comparison, load_comparison
     from benchgate.figures import gate_figures
 
     shutil.copy2(results / "compare.md", verdict_markdown)
-    compared = read_json(results / "compare.json")
+    compared = load_comparison(results / "compare.json").to_dict()
     for name, value in gate_figures(Comparison.from_dict(compared)).items():
         figures.log_metric(name.removeprefix("gate/"), value)
     for check in compared["checks"]:
@@ -377,11 +377,12 @@ def gate_task(results_dir: str, summary_path: str) -> None:
     The verdict was published (report, baseline, MLflow) by the task that reached it; the summary says
     what became of it, for `benchgate run` and for people reading the run in the KFP UI.
     """
+    from benchgate.compare import load_comparison
     from benchgate.publish import PUBLISHED_FILE
 
     with reporting_errors("gate", summary_path):
         results = Path(results_dir)
-        compared = read_json(results / "compare.json")
+        compared = load_comparison(results / "compare.json").to_dict()
         published = read_json(results / PUBLISHED_FILE)
         with stage("gate"):
             write_json(

@@ -59,6 +59,26 @@ def _corrected_p50(samples: dict[str, Any]) -> float | None:
     return _p50([t / r for t, r in zip(steps, ref, strict=True)])
 
 
+def _log_ratio(a: float, b: float) -> float:
+    """log(a / b), also where the quotient itself leaves float range (1e-300 s against 1e300 s)."""
+    ratio = a / b
+    if 0.0 < ratio < math.inf:
+        return math.log(ratio)
+    return math.log(a) - math.log(b)
+
+
+def _percent(log_ratio: float) -> float:
+    """100 * (e^x - 1): the change in percent of a log ratio, +inf where e^x leaves float range.
+
+    Only what is shown goes through here: the rule compares the finite log bounds, so an interval this
+    wide (very noisy history at a high confidence) straddles the tolerance and reads UNKNOWN instead of
+    raising. Below, e^x only reaches 0: a bound is never under -100%."""
+    try:
+        return 100.0 * math.expm1(log_ratio)
+    except OverflowError:
+        return math.inf
+
+
 def rule_text(tolerance_pct: float, confidence: float) -> str:
     return (
         f"screen vs the stored baseline: FAIL if the one-sided {confidence:.0%} upper bound of the "
@@ -85,8 +105,8 @@ def screen(
     else:
         past = [h["step_time_s"] for h in history if h.get("step_time_s")]
         figure, base_x, cur_x = "p50", _p50(base["step_time_s"]), _p50(current["step_time_s"])
-    d = math.log(base_x / cur_x)
-    change = 100.0 * math.expm1(d)
+    d = _log_ratio(base_x, cur_x)
+    change = _percent(d)
     host = None
     if base.get("reference_s") and current.get("reference_s"):
         host = stats.relative_change_pct(_p50(base["reference_s"]), _p50(current["reference_s"]))
@@ -110,8 +130,8 @@ def screen(
     return ScreenResult(
         status,
         change,
-        100.0 * math.expm1(low),
-        100.0 * math.expm1(high),
+        _percent(low),
+        _percent(high),
         100.0 * noise,
         len(past),
         figure,

@@ -150,7 +150,7 @@ def test_env_task_passes_a_good_workload_after_one_step(
     assert (setup / "config.json").is_file() and (setup / "env.json").is_file()
     assert not (setup.parent / ERROR_FILE).exists()
     assert (
-        "benchgate env: workload sleepy: contract checked, one training step on CPU"
+        "benchgate env: workload sleepy: contract checked, one training step"
         in capsys.readouterr().out
     )
 

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchgate.credentials import has_credentials, redacted
 from benchgate.errors import EXIT_BAD_INPUT, ConfigError
 from benchgate.source import (
     MAX_BRANCH_LENGTH,
@@ -51,11 +52,14 @@ texts = (
 
 
 def assert_refused(error: ConfigError, field: str, value: str) -> None:
-    """A refusal names the field first, then the value (as repr, shortened past 120 characters)."""
+    """A refusal names the field first, then the value (as repr, shortened past 120 characters, and with
+    any password or token in a URL shown as ***)."""
     message = str(error)
     assert error.exit_code == EXIT_BAD_INPUT
     assert message.startswith(f"{field}: "), message
-    assert repr(value)[:100] in message, message
+    assert repr(redacted(value))[:100] in message, message
+    if has_credentials(value):
+        assert value not in message, message
     assert "\n" not in message and len(message) < 600, message
 
 
@@ -154,6 +158,7 @@ def test_a_repository_is_an_allowed_url_without_option_injection_or_a_named_conf
     if not value.startswith("file://"):
         assert host and not host.startswith("-"), f"{value!r}: host {host!r}"
     assert not user.startswith("-"), f"{value!r}: user {user!r}"
+    assert not has_credentials(value), value  # it would be recorded in KFP, MLflow and env.json
 
 
 @pytest.mark.parametrize(

@@ -68,7 +68,7 @@ def test_validate_branch_rejects_unsafe_names(value: str) -> None:
         "ssh://git@host/o/r.git",
         "git@github.com:o/r.git",
         "file:///srv/r",
-        "https://x-access-token:t0ken@github.com/o/r.git",
+        "https://x-access-token@github.com/o/r.git",  # a user name alone; with a password: refused
         "ssh://git@host:2222/o/r.git",
     ],
 )

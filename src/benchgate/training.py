@@ -109,17 +109,18 @@ def check_training_step(
     many tokens. Returns the loss.
     """
     device = device or torch.device("cpu")
+    on = f"one training step on {'CPU' if device.type == 'cpu' else device.type.upper()}"
     trainer = _attempt(
-        lambda: build_trainer(workload, device, "fp32", seed), where, "build_model/make_optimizer"
+        lambda: build_trainer(workload, device, "fp32", seed), f"{where}: {on}", "build_model/make_optimizer"
     )
-    loss = _attempt(trainer.compute_loss, where, "make_batch/forward/loss")
+    loss = _attempt(trainer.compute_loss, f"{where}: {on}", "make_batch/forward/loss")
     check_loss(loss, where)
     if not loss.requires_grad:
         raise member_error(where, "loss", "does not require grad; expected a loss computed from the model")
     value = float(loss.detach())
     if not math.isfinite(value):
-        raise member_error(where, "loss", f"is {value} after one step on CPU; expected a finite number")
-    _attempt(lambda: trainer.update(loss), where, "backward/optimizer step")
+        raise member_error(where, "loss", f"is {value} after {on}; expected a finite number")
+    _attempt(lambda: trainer.update(loss), f"{where}: {on}", "backward/optimizer step")
     if eval_seq_len is not None and supports_eval(workload):
         accepted = workload.eval_seq_len  # type: ignore[attr-defined]
         if eval_seq_len > accepted:
@@ -130,7 +131,7 @@ def check_training_step(
             )
         tokens = (torch.arange(eval_seq_len) % 256).unsqueeze(0).to(device)
         with torch.no_grad():
-            logits = _attempt(lambda: workload.logits(trainer.model, tokens), where, "logits")  # type: ignore[attr-defined]
+            logits = _attempt(lambda: workload.logits(trainer.model, tokens), f"{where}: {on}", "logits")  # type: ignore[attr-defined]
         check_logits(logits, tokens, where)
     return value
 
@@ -139,6 +140,4 @@ def _attempt(call: Callable[[], T], where: str, members: str) -> T:
     try:
         return call()
     except Exception as e:  # the user's code: whatever it raises is the workload's failure
-        raise WorkloadError(
-            f"{where}: one training step on CPU: {members} raised {type(e).__name__}: {e}"
-        ) from None
+        raise WorkloadError(f"{where}: {members} raised {type(e).__name__}: {e}") from None

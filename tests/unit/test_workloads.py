@@ -117,7 +117,7 @@ CONTRACT_BREACHES = [
     pytest.param(
         "bg_test_workloads:nan_loss",
         {"at_step": 1},
-        "workload member `loss` is nan after one step on CPU; expected a finite number",
+        "workload member `loss` is nan after one training step on CPU; expected a finite number",
         id="nan-loss",
     ),
     pytest.param(

@@ -16,9 +16,15 @@ from typing import Any
 
 def write_json(path: Path, data: Any) -> Path:
     """Write `data` as JSON to `path` atomically (temp file in the same directory, fsync, rename)."""
+    return write_text(
+        path, json.dumps(_finite_or_null(data), indent=2, sort_keys=True, allow_nan=False) + "\n"
+    )
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write `text` to `path` atomically: a full disk or a crash leaves the old file or none, never half."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(_finite_or_null(data), indent=2, sort_keys=True, allow_nan=False) + "\n"
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -30,7 +30,7 @@ from benchgate.config import RunConfig
 from benchgate.diskfaults import local_faults, writing
 from benchgate.errors import BadInputError, DiskError
 from benchgate.figures import HistoryPoint
-from benchgate.files import read_json, write_json
+from benchgate.files import read_json, write_json, write_text
 from benchgate.results import Bundle, load_bundle
 
 TRACKING_FILE = "tracking.json"
@@ -152,13 +152,8 @@ def write_report(config: RunConfig, run_dir: Path) -> Path:
     baseline = find_baseline(config.gate.baseline_dir, current.machine_profile, str(current.workload))
     path = run_dir / "report.html"
     html = html_report(current, comparison, baseline, _history(_state(run_dir)))
-    staged = run_dir / ".report.html.tmp"  # renamed into place: a full disk never leaves half a report
     with writing("the report", path):
-        try:
-            staged.write_text(html, encoding="utf-8")
-            staged.replace(path)
-        finally:
-            staged.unlink(missing_ok=True)
+        write_text(path, html)  # atomic: a full disk never leaves half a report
     return path
 
 

@@ -26,7 +26,7 @@ from benchgate.compare import (
 from benchgate.config import RunConfig
 from benchgate.diskfaults import writing
 from benchgate.env import capture_environment
-from benchgate.files import write_json
+from benchgate.files import write_json, write_text
 from benchgate.report import markdown
 from benchgate.results import Bundle, load_bundle
 
@@ -60,13 +60,7 @@ def stage_check_workload(config: RunConfig) -> dict[str, Any]:
 def write_comparison(run_dir: Path, comparison: Comparison) -> None:
     with writing("the comparison", run_dir / "compare.json"):  # a full or read-only disk: exit 3
         write_json(run_dir / "compare.json", comparison.to_dict())
-        # Through a temporary name, as write_json does: a full disk never leaves half a table.
-        staged = run_dir / ".compare.md.tmp"
-        try:
-            staged.write_text(markdown(comparison), encoding="utf-8")
-            staged.replace(run_dir / "compare.md")
-        finally:
-            staged.unlink(missing_ok=True)
+        write_text(run_dir / "compare.md", markdown(comparison))
 
 
 def stage_compare(

@@ -98,11 +98,13 @@ def test_killing_benchgate_run_leaves_no_process_behind_and_the_next_run_starts_
     assert gone_s < 20
 
     # The next run with the same --out and baseline store: no stale lock, nothing of the killed run left.
-    again = _run_cli(out, tmp_path, "--workload", "bg_test_workloads:sleepy", "--steps", "6")
+    again = _run_cli(
+        out, tmp_path, "--workload", "bg_test_workloads:sleepy", "--steps", "6", "--world-sizes", "1"
+    )
     output, _ = again.communicate(timeout=600)
     assert again.returncode == 0, output
     assert len(list((out / "pipeline").iterdir())) == 1  # only this run's pipeline root
-    assert (out / "metrics-ws2.json").exists()
+    assert (out / "metrics-ws1.json").exists() and not (out / "metrics-ws2.json").exists()
     stored = [p.relative_to(tmp_path) for p in (tmp_path / "baselines").rglob("*") if ".staging" in p.name]
     assert not stored  # no half-promoted baseline
 

@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 from benchgate import stats
 from benchgate.diskfaults import writing
 from benchgate.errors import BaselineError
-from benchgate.files import read_json, write_json
+from benchgate.files import read_json_object, write_json
 from benchgate.results import METRICS_FILE, Bundle, load_bundle
 
 HISTORY_LENGTH = 20
@@ -69,12 +69,9 @@ def read_meta(baseline_dir: Path, machine_profile: str, workload: str) -> dict[s
 def _read_meta(directory: Path) -> dict[str, Any]:
     path = directory / "baseline.json"
     try:
-        meta = read_json(path)
-    except ValueError as e:
+        return read_json_object(path)
+    except ValueError as e:  # names the file
         raise BaselineError(str(e)) from None
-    if not isinstance(meta, dict):
-        raise BaselineError(f"{path}: a JSON {type(meta).__name__}, not an object")
-    return meta
 
 
 def save_baseline(

@@ -61,6 +61,14 @@ def read_json(path: Path) -> Any:
         raise ValueError(f"{path}: not valid JSON ({e})") from None
 
 
+def read_json_object(path: Path) -> dict[str, Any]:
+    """read_json for a file that must hold a JSON object; ValueError naming the file otherwise."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a JSON {type(data).__name__}, not an object")
+    return data
+
+
 def _finite_or_null(value: Any) -> Any:
     # JSON has no NaN/Infinity; a non-finite metric is stored as null so every reader can parse it.
     if isinstance(value, float) and not math.isfinite(value):

@@ -30,7 +30,7 @@ from benchgate.config import RunConfig
 from benchgate.diskfaults import local_faults, writing
 from benchgate.errors import BadInputError, DiskError
 from benchgate.figures import HistoryPoint
-from benchgate.files import read_json, write_json, write_text
+from benchgate.files import read_json, read_json_object, write_json, write_text
 from benchgate.results import Bundle, load_bundle
 
 TRACKING_FILE = "tracking.json"
@@ -47,12 +47,9 @@ def _state(run_dir: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
-        state = read_json(path)
-    except ValueError as e:
+        return read_json_object(path)
+    except ValueError as e:  # names the file
         raise BadInputError(str(e)) from None
-    if not isinstance(state, dict):
-        raise BadInputError(f"{path}: a JSON {type(state).__name__}, not an object")
-    return state
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:

@@ -32,7 +32,7 @@ from typing import Any
 from benchgate.compare import Comparison
 from benchgate.diskfaults import writing
 from benchgate.errors import BadInputError, SpoolEntryError
-from benchgate.files import read_json, write_json
+from benchgate.files import read_json_object, write_json
 from benchgate.results import Bundle, load_bundle
 
 RECORD_FILE = "record.json"
@@ -139,7 +139,7 @@ def read_entry(entry: Path) -> SpooledRun:
     """Read and check a whole entry; a damaged one raises SpoolEntryError naming it and what is wrong."""
     entry = Path(entry)
     try:
-        record = _object(entry / RECORD_FILE)
+        record = read_json_object(entry / RECORD_FILE)
         if not isinstance(record.get("run_key"), str) or not record["run_key"]:
             raise ValueError(f"{entry / RECORD_FILE}: run_key is {record.get('run_key')!r}, not a run key")
         for key, required in (("started_unix", True), ("baseline_since_unix", False)):
@@ -150,18 +150,11 @@ def read_entry(entry: Path) -> SpooledRun:
                 raise ValueError(f"{entry / RECORD_FILE}: {key} is {value!r}, not a time")
         bundle = load_bundle(entry)
         # Every row complete, every status one the gate knows: else a BadInputError naming the field.
-        comparison = Comparison.from_dict(_object(entry / "compare.json"), entry / "compare.json")
-        config = _object(entry / "config.json")
+        comparison = Comparison.from_dict(read_json_object(entry / "compare.json"), entry / "compare.json")
+        config = read_json_object(entry / "config.json")
     except (BadInputError, ValueError) as e:
         raise SpoolEntryError(f"damaged spool entry {entry}: {e}") from None
     return SpooledRun(entry, record, bundle, comparison, config)
-
-
-def _object(path: Path) -> dict[str, Any]:
-    data = read_json(path)  # ValueError naming the file: missing, truncated, not JSON
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: a JSON {type(data).__name__}, not an object")
-    return data
 
 
 def keep_copy(entry: Path, directory: Path) -> Path:

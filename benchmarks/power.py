@@ -35,7 +35,7 @@ from benchgate.ab_runner import Side, run_ab, run_round
 from benchgate.config import RunConfig, load_config
 from benchgate.files import read_json, write_json
 from benchgate.launch import run_bench
-from benchgate.verdict.ab import decide
+from benchgate.verdict.ab import decide, round_change
 from benchgate.verdict.screen import screen
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -86,6 +86,66 @@ def make_workload():
 '''
 
 
+INTERMITTENT_WORKLOAD = '''
+"""A stack of {layers} equal layers; every {every}th training step also runs {extra} more layers."""
+import torch
+from torch import nn
+import torch.nn.functional as F
+from benchgate.workloads.base import FlopsPerToken
+
+WIDTH, BATCH = 128, 64
+
+
+class Stack:
+    name = "layer-stack"
+    tokens_per_step = BATCH
+    calls = 0
+
+    def build_model(self, device):
+        def stack(n):
+            layers = []
+            for _ in range(n):
+                layers += [nn.Linear(WIDTH, WIDTH), nn.GELU()]
+            return nn.Sequential(*layers)
+        return nn.ModuleList([stack({layers}), stack(max({extra}, 1))]).to(device)
+
+    def make_optimizer(self, model):
+        return torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def make_batch(self, generator, device):
+        return torch.randn(BATCH, WIDTH, generator=generator).to(device)
+
+    def forward(self, model, batch):
+        self.calls += 1
+        out = model[0](batch)
+        if {extra} and self.calls % {every} == 0:
+            out = model[1](out)  # real extra compute on a minority of steps, as a periodic job would add
+        return out
+
+    def loss(self, output, batch):
+        return F.mse_loss(output, batch)
+
+    def flops_per_token(self):
+        n = {layers} * WIDTH * WIDTH
+        return FlopsPerToken(dense_6n=6 * n, attention_aware=6 * n)
+
+
+def make_workload():
+    return Stack()
+'''
+
+# Real-decision levels on the ~20 ms workload (70 layers): name -> (extra layers on every step, extra
+# layers on every 5th step). The tokens/s change each one causes is measured by A/B and printed beside it.
+DECISION_LAYERS = 70
+DECISION_LEVELS = {
+    "A/A": (0, 0),
+    "-3% uniform": (2, 0),
+    "-7.5% uniform": (6, 0),
+    "-10% uniform": (8, 0),
+    "-10% intermittent (1 step in 5)": (0, 39),
+}
+
+
 def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
     """Wilson score interval of a binomial proportion (95% by default)."""
     if n == 0:
@@ -101,10 +161,10 @@ def rate(successes: int, n: int) -> str:
     return f"{successes}/{n} = {100 * successes / max(n, 1):.1f}% [{100 * low:.1f}, {100 * high:.1f}]"
 
 
-def checkout(root: Path, name: str, extra: int) -> Side:
+def checkout(root: Path, name: str, extra: int, layers: int = LAYERS) -> Side:
     directory = root / name
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "powerwork.py").write_text(WORKLOAD.format(layers=LAYERS, extra=extra), encoding="utf-8")
+    (directory / "powerwork.py").write_text(WORKLOAD.format(layers=layers, extra=extra), encoding="utf-8")
     return Side(f"{name} (+{extra} layers)", None, (directory,))
 
 
@@ -191,33 +251,168 @@ def cmd_record_aa(args: argparse.Namespace) -> None:
     write_json(RESULTS / "aa-rounds.json", {"workload": f"layer stack, {LAYERS} layers", "rounds": rounds})
 
 
+def cmd_record_pool(args: argparse.Namespace) -> None:
+    """A/A rounds with every step's time kept, for each setting in --pin (on, off), interleaved."""
+    settings = args.pin.split(",")
+    rounds: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        side = checkout(root, "stack", 0, args.layers)
+        for i in range(args.rounds):
+            for pin in settings:
+                config = base_config(root, ab={"steps": args.steps, "pin_cores": pin == "on"})
+                figures = run_round(config, 1, root / f"r{i}{pin}", side, side, None, seed=i)
+                rounds.append({"pin": pin, **figures})
+                print(f"round {i + 1}/{args.rounds} pin {pin}: {figures['seconds']:.1f} s", flush=True)
+            name = f"pool-stack{args.layers}.json"
+            write_json(RESULTS / name, {"workload": f"layer stack, {args.layers} layers", "rounds": rounds})
+
+
+def _decision_side(root: Path, name: str, uniform: int, intermittent: int) -> Side:
+    directory = root / name
+    directory.mkdir(parents=True, exist_ok=True)
+    text = INTERMITTENT_WORKLOAD.format(layers=DECISION_LAYERS + uniform, extra=intermittent, every=5)
+    (directory / "powerwork.py").write_text(text, encoding="utf-8")
+    return Side(name, None, (directory,))
+
+
+def cmd_decisions(args: argparse.Namespace) -> None:
+    """Whole A/B decisions as the gate takes them (every round real), per level, in random order."""
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        base = _decision_side(root, "base", 0, 0)
+        sides = {
+            name: _decision_side(root, f"level{i}", *extra)
+            for i, (name, extra) in enumerate(DECISION_LEVELS.items())
+        }
+        config = base_config(root)
+        step_s = statistics.median(
+            read_json(run_bench(config, 1, root / "probe", source_paths=base.source_paths))["samples"][
+                "step_time_s"
+            ]
+        )
+        plan = [name for name in DECISION_LEVELS for _ in range(args.trials)]
+        random.Random(3).shuffle(plan)
+        for i, name in enumerate(plan):
+            started = time.monotonic()
+            outcome = run_ab(config, 1, root / f"ab{i}", base, sides[name], step_s=step_s)
+            d = outcome.decision
+            results.append(
+                {
+                    "level": name,
+                    "status": d.status,
+                    "rounds": d.rounds,
+                    "change_pct": d.change_pct,
+                    "round_sd_pct": d.round_sd_pct,
+                    "seconds": time.monotonic() - started,
+                }
+            )
+            print(
+                f"[{i + 1}/{len(plan)}] {name}: {d.status} after {d.rounds} rounds, {d.change_pct:+.2f}% "
+                f"[{d.ci_low_pct}, {d.ci_high_pct}], {results[-1]['seconds']:.0f} s",
+                flush=True,
+            )
+            write_json(
+                RESULTS / "decisions.json",
+                {"workload": f"layer stack, {DECISION_LAYERS} layers", "step_s": step_s, "trials": results},
+            )
+    for name in DECISION_LEVELS:
+        rows = [r for r in results if r["level"] == name]
+        fails = sum(r["status"] == "FAIL" for r in rows)
+        unknown = sum(r["status"] == "UNKNOWN" for r in rows)
+        print(
+            f"  {name}: FAIL {rate(fails, len(rows))}, UNKNOWN {rate(unknown, len(rows))}, measured change "
+            f"median {statistics.median(r['change_pct'] for r in rows):+.1f}%, time median "
+            f"{statistics.median(r['seconds'] for r in rows):.0f} s, rounds {[r['rounds'] for r in rows]}"
+        )
+
+
+def _inject(
+    base: list[float], cand: list[float], change: float, every: int, rng: random.Random
+) -> list[float]:
+    """The candidate's steps of a real A/A round made slower so that the round's tokens/s changes by
+    `change` (-0.1: -10%): every step alike (every=1), or only every `every`-th step, at a random phase."""
+    total = sum(cand)
+    extra = total / (1.0 + change) - total
+    if every == 1:
+        return [t * (1.0 + extra / total) for t in cand]
+    phase = rng.randrange(every)
+    hit = sum(cand[phase::every])
+    return [t * (1.0 + extra / hit) if i % every == phase else t for i, t in enumerate(cand)]
+
+
+# (tokens/s change, 1 = every step alike or k = one step in k)
+RESAMPLE_LEVELS = [
+    (0.0, 1),
+    (-0.03, 1),
+    (-0.05, 1),
+    (-0.075, 1),
+    (-0.10, 1),
+    (-0.20, 1),
+    (-0.05, 5),
+    (-0.10, 5),
+]
+
+
 def cmd_resample(args: argparse.Namespace) -> None:
-    pool = [r["change_log"] for r in read_json(RESULTS / "aa-rounds.json")["rounds"]]
+    """The shipped rule's error rates, resampling real pinned A/A rounds with every step kept."""
     config = base_config(Path(tempfile.gettempdir()))
     ab, tol = config.gate.ab, config.gate.tolerances
-    rng = random.Random(0)
-    print(f"{len(pool)} recorded A/A rounds; {args.trials} resampled decisions per shift; rule as shipped")
-    summary = {}
-    for shift_pct in (0.0, -3.0, -5.0, -7.5, -10.0, -20.0):
-        shift = math.log1p(shift_pct / 100)
-        counts = {"PASS": 0, "FAIL": 0, "UNKNOWN": 0}
-        rounds_used = []
-        for _ in range(args.trials):
-            seq: list[float] = []
-            while True:
-                seq.append(rng.choice(pool) + shift)
-                decision = decide(seq, tol.throughput_drop_pct, tol.confidence, ab.min_rounds, ab.max_rounds)
-                if decision.status != "CONTINUE":
-                    break
-            counts[decision.status] += 1
-            rounds_used.append(len(seq))
-        summary[shift_pct] = {**counts, "median_rounds": statistics.median(rounds_used)}
+    summary: dict[str, Any] = {}
+    for pool_file in args.pools.split(","):
+        pool = [r for r in read_json(RESULTS / pool_file)["rounds"] if r.get("pin", "on") == "on"]
+        step_s = statistics.median(t for r in pool for t in r["base_step_s"])
+        steps = min(len(pool[0]["base_step_s"]), math.ceil(max(ab.steps, ab.min_measured_s / step_s)))
+        round_s = statistics.median(r["seconds"] for r in pool)
         print(
-            f"  tokens/s change {shift_pct:+.1f}% (A/A rounds shifted): "
-            f"FAIL {rate(counts['FAIL'], args.trials)}, UNKNOWN {rate(counts['UNKNOWN'], args.trials)}, "
-            f"median rounds {statistics.median(rounds_used):g}"
+            f"{pool_file}: {len(pool)} real pinned A/A rounds, step {1e3 * step_s:.1f} ms, {steps} steps per "
+            f"round as the rule sets them, ~{round_s:.0f} s per round; {args.trials} decisions per level"
         )
-    write_json(RESULTS / "resample.json", {"pool": len(pool), "trials": args.trials, "by_shift": summary})
+        rng = random.Random(0)
+        rows = {}
+        for change, every in RESAMPLE_LEVELS:
+            counts = {"PASS": 0, "FAIL": 0, "UNKNOWN": 0}
+            within_2x = 0
+            rounds_used = []
+            for _ in range(args.trials):
+                seq: list[float] = []
+                while True:
+                    r = rng.choice(pool)
+                    a, b = r["base_step_s"][:steps], r["candidate_step_s"][:steps]
+                    seq.append(round_change(a, _inject(a, b, change, every, rng) if change else b))
+                    decision = decide(
+                        seq, tol.throughput_drop_pct, tol.confidence, ab.min_rounds, ab.max_rounds
+                    )
+                    if decision.status != "CONTINUE":
+                        break
+                counts[decision.status] += 1
+                low = decision.ci_low_pct
+                within_2x += (
+                    decision.status == "UNKNOWN" and low is not None and low > -2 * tol.throughput_drop_pct
+                )
+                rounds_used.append(len(seq))
+            label = f"{100 * change:+.1f}% {'uniform' if every == 1 else f'(1 step in {every})'}"
+            n = args.trials
+            rows[label] = {
+                **counts,
+                "within_2x_unconfirmed": within_2x,
+                "median_rounds": statistics.median(rounds_used),
+                "median_minutes": statistics.median(rounds_used) * round_s / 60,
+            }
+            print(
+                f"  {label:24s} FAIL {rate(counts['FAIL'], n)}  PASS {rate(counts['PASS'], n)}  UNKNOWN "
+                f"{rate(counts['UNKNOWN'], n)}  (UNKNOWN within 2x tolerance {rate(within_2x, n)}); median "
+                f"{statistics.median(rounds_used):g} rounds ~{rows[label]['median_minutes']:.1f} min",
+                flush=True,
+            )
+        summary[pool_file] = {
+            "rounds": len(pool),
+            "step_ms": 1e3 * step_s,
+            "steps_per_round": steps,
+            "levels": rows,
+        }
+    write_json(RESULTS / "resample.json", {"trials": args.trials, "pools": summary})
 
 
 def _screen_decision(
@@ -382,7 +577,15 @@ def main() -> None:
     noise.add_argument("--rounds", type=int, default=12)
     noise.add_argument("--workloads", default="", help="fast-step, gpt-tiny (default: both)")
     sub.add_parser("record-aa").add_argument("--rounds", type=int, default=200)
-    sub.add_parser("resample").add_argument("--trials", type=int, default=20000)
+    pool = sub.add_parser("record-pool")
+    pool.add_argument("--rounds", type=int, default=30)
+    pool.add_argument("--layers", type=int, default=LAYERS)
+    pool.add_argument("--steps", type=int, default=90)
+    pool.add_argument("--pin", default="on,off")
+    resample = sub.add_parser("resample")
+    resample.add_argument("--trials", type=int, default=10000)
+    resample.add_argument("--pools", default="pool-stack70.json,pool-stack350.json")
+    sub.add_parser("decisions").add_argument("--trials", type=int, default=3)
     power = sub.add_parser("power")
     power.add_argument("--trials", type=int, default=6)
     power.add_argument("--tolerance", type=float, default=5.0)
@@ -394,6 +597,8 @@ def main() -> None:
     args = parser.parse_args()
     RESULTS.mkdir(exist_ok=True)
     commands = {"noise": cmd_noise, "record-aa": cmd_record_aa, "resample": cmd_resample}
+    commands["record-pool"] = cmd_record_pool
+    commands["decisions"] = cmd_decisions
     commands.update(power=cmd_power, outage=cmd_outage)
     commands[args.command](args)
 

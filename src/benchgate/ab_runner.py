@@ -1,17 +1,20 @@
 """Interleaved A/B timing on one machine: the base code (A) and the candidate (B), round after round.
 
 A round starts a fresh torchrun worker group per side, at the same world size, and lets them take
-turns step by step (benchgate.turns) in a random order per pair of steps. Fresh groups each round
-sample what differs between launches of identical code (memory layout, core placement: several
-percent on a shared host, docs/benchmarks.md), which one long-lived pair of groups would bake into
-every step. After each round the sequential rule (verdict.ab) says FAIL, PASS or "another round",
-until the round or time budget runs out (UNKNOWN).
+turns step by step (benchgate.turns) in a random order per pair of steps, warmup included, with rank r
+of both sides pinned to the same cores on CPU (gate.ab.pin_cores: measured, the round-to-round spread
+fell from 5-8% to under 2%, docs/benchmarks.md). Fresh groups each round sample what differs between
+launches of identical code (memory layout), which one long-lived pair of groups would bake into every
+step. A round measures at least gate.ab.min_measured_s per side (more steps where steps are short), so
+that one host spike moves a round's total time little. After each round the sequential rule
+(verdict.ab) says FAIL, PASS or "another round", until the round or time budget runs out (UNKNOWN).
+An UNKNOWN can be resumed: `run_ab(..., resume=True)` continues from the rounds in ab.json.
 
 The harness is this benchgate on both sides; only the workload's code comes from each side's
 checkout (`Side.source_paths`), so a difference is the workload's, never the harness's.
 
     <out>/ab/ws<N>/round<k>/{A,B}/metrics-ws<N>.json   every sample of every round
-    <out>/ab/ws<N>/ab.json                             the rounds' figures and the decision
+    <out>/ab/ws<N>/ab.json                             the rounds' figures and steps, and the decision
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from benchgate.errors import BadInputError, BenchgateError, RunFailedError
 from benchgate.files import read_json, write_json
 from benchgate.launch import run_bench
 from benchgate.turns import TurnCoordinator
-from benchgate.verdict.ab import ABDecision, decide, round_change
+from benchgate.verdict.ab import ABDecision, decide, round_change, round_diagnostics
 
 AB_FILE = "ab.json"
 RoundCallback = Callable[[int, ABDecision], None]
@@ -63,15 +66,31 @@ class ABOutcome:
         }
 
 
-def round_config(config: RunConfig) -> RunConfig:
+# No round measures more steps than this, however short they are.
+MAX_ROUND_STEPS = 2000
+
+
+def round_steps(config: RunConfig, step_s: float | None) -> int:
+    """Measured steps per side in a round: gate.ab.steps, or more where `step_s` (the bench's typical step
+    time at this world size) is so short that they would measure less than gate.ab.min_measured_s."""
+    ab = config.gate.ab
+    if not step_s or step_s <= 0:
+        return ab.steps
+    return max(ab.steps, min(MAX_ROUND_STEPS, math.ceil(ab.min_measured_s / step_s)))
+
+
+def round_config(config: RunConfig, steps: int | None = None) -> RunConfig:
     """The bench settings of one side in a round: A/B steps, and no drift reference or sampler.
 
     Pairing neighbouring steps already cancels the host's drift, so the reference kernel would only
     add time; the system-metrics sampler would add a thread to one side only.
     """
-    bench = config.bench.model_copy(
-        update={"steps": config.gate.ab.steps, "warmup": config.gate.ab.warmup, "drift_reference": False}
-    )
+    update = {
+        "steps": steps or config.gate.ab.steps,
+        "warmup": config.gate.ab.warmup,
+        "drift_reference": False,
+    }
+    bench = config.bench.model_copy(update=update)
     tracking = config.tracking.model_copy(update={"system_metrics": False})
     return config.model_copy(update={"bench": bench, "tracking": tracking})
 
@@ -98,9 +117,10 @@ def run_round(
     candidate: Side,
     gpus: int | None,
     seed: int,
+    steps: int | None = None,
 ) -> dict[str, Any]:
     """One round: both sides launched at once, taking turns; returns the round's figures."""
-    settings = round_config(config)
+    settings = round_config(config, steps)
     sides = {"A": base, "B": candidate}
     coordinator = TurnCoordinator(ranks_per_side=world_size, timeout_s=config.bench.timeout_s, seed=seed)
     started = time.monotonic()
@@ -115,13 +135,16 @@ def run_round(
                 gpus,
                 source_paths=side.source_paths,
                 turns=(coordinator.address, label),
+                pin_cores=config.gate.ab.pin_cores,
             )
             for label, side in sides.items()
         }
         coordination: BaseException | None = None
         try:
             orders = coordinator.run(
-                settings.bench.steps, alive=lambda: not any(f.done() for f in futures.values())
+                settings.bench.steps,
+                alive=lambda: not any(f.done() for f in futures.values()),
+                warmup=settings.bench.warmup,
             )
         except RunFailedError as e:
             coordination, orders = e, []
@@ -135,14 +158,43 @@ def run_round(
     b = read_json(futures["B"].result())["samples"]
     return {
         "change_log": round_change(a["step_time_s"], b["step_time_s"]),
+        **round_diagnostics(a["step_time_s"], b["step_time_s"]),
+        "base_tokens_per_s": _rate(a),
+        "candidate_tokens_per_s": _rate(b),
         "base_p50_s": stats.percentile(a["step_time_s"], 50),
         "candidate_p50_s": stats.percentile(b["step_time_s"], 50),
         "base_tokens_per_s_p50": stats.percentile(a["tokens_per_s"], 50),
         "candidate_tokens_per_s_p50": stats.percentile(b["tokens_per_s"], 50),
-        "pairs": len(a),
+        "pairs": len(a["step_time_s"]),
+        "base_step_s": a["step_time_s"],
+        "candidate_step_s": b["step_time_s"],
         "base_first": sum(order == "AB" for order in orders),
         "seconds": time.monotonic() - started,
     }
+
+
+def _rate(samples: dict[str, Any]) -> float:
+    """tokens/s over a side's whole round: tokens over total time, as the round figure judges it."""
+    tokens = sum(r * t for r, t in zip(samples["tokens_per_s"], samples["step_time_s"], strict=True))
+    return float(tokens / sum(samples["step_time_s"]))
+
+
+def saved_rounds(path: Path, base: Side, candidate: Side) -> list[dict[str, Any]]:
+    """The rounds an earlier, undecided A/B of the same two commits saved in `path` (ab.json).
+
+    A resume continues that sequence; rounds of other commits are refused, never mixed in (a working
+    tree candidate, commit None, is the caller's to check: benchgate.resume)."""
+    saved = read_json(path)
+    for label, side in (("base", base), ("candidate", candidate)):
+        commit = (saved.get(label) or {}).get("commit")
+        if commit != side.commit:
+            raise BadInputError(
+                f"--resume: {path} holds an A/B of {label} {commit or 'a working tree'}, not of "
+                f"{side.commit or 'a working tree'}; only an A/B of two commits can be resumed"
+            )
+    if saved["decision"]["status"] in ("PASS", "FAIL"):
+        raise BadInputError(f"--resume: {path} is decided already ({saved['decision']['status']})")
+    return list(saved["rounds"])
 
 
 def run_ab(
@@ -153,14 +205,19 @@ def run_ab(
     candidate: Side,
     gpus: int | None = None,
     on_round: RoundCallback | None = None,
+    step_s: float | None = None,
+    resume: bool = False,
 ) -> ABOutcome:
-    """Rounds of A/B at `world_size` until the rule decides or the budget is spent."""
-    ab, tol = config.gate.ab, config.gate.tolerances
+    """Rounds of A/B at `world_size` until the rule decides or the budget is spent.
+
+    `step_s`: the typical step time at this world size, which sets the steps per round (round_steps).
+    `resume`: continue the rounds saved in <out>/ab/ws<N>/ab.json (the budget starts afresh)."""
+    ab = config.gate.ab
     ws_dir = out_dir / "ab" / f"ws{world_size}"
     started = time.monotonic()
-    outcome = ABOutcome(
-        world_size, decide([], tol.throughput_drop_pct, tol.confidence, ab.min_rounds, ab.max_rounds)
-    )
+    rounds = saved_rounds(ws_dir / AB_FILE, base, candidate) if resume else []
+    steps = round_steps(config, step_s)
+    outcome = ABOutcome(world_size, _decision(config, rounds, False), rounds)
     while outcome.decision.status == "CONTINUE":
         index = len(outcome.rounds) + 1
         figures = run_round(
@@ -171,24 +228,24 @@ def run_ab(
             candidate,
             gpus,
             seed=config.bench.seed + index,
+            steps=steps,
         )
         outcome.rounds.append(figures)
         elapsed = time.monotonic() - started
         # No round may start that would end past the budget: judge by the slowest round so far.
         slowest = max(r["seconds"] for r in outcome.rounds)
-        outcome.decision = decide(
-            [r["change_log"] for r in outcome.rounds],
-            tol.throughput_drop_pct,
-            tol.confidence,
-            ab.min_rounds,
-            ab.max_rounds,
-            out_of_time=elapsed + slowest > ab.max_seconds,
-        )
+        outcome.decision = _decision(config, outcome.rounds, elapsed + slowest > ab.max_seconds)
         outcome.seconds = elapsed
         write_json(ws_dir / AB_FILE, outcome.to_dict(base, candidate))
         if on_round is not None:
             on_round(index, outcome.decision)
     return outcome
+
+
+def _decision(config: RunConfig, rounds: list[dict[str, Any]], out_of_time: bool) -> ABDecision:
+    ab, tol = config.gate.ab, config.gate.tolerances
+    changes = [r["change_log"] for r in rounds]
+    return decide(changes, tol.throughput_drop_pct, tol.confidence, ab.min_rounds, ab.max_rounds, out_of_time)
 
 
 def round_change_pct(figures: dict[str, Any]) -> float:

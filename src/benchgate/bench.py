@@ -154,6 +154,19 @@ class TurnTaking:
 
     address: str
     side: str
+    pin: bool = True  # rank r of both sides on the same cores (gate.ab.pin_cores)
+
+
+def _pin_to_shared_cores(local_rank: int, threads: int) -> None:
+    """Pin this rank to the cores that rank `local_rank` of the other side is pinned to as well.
+
+    The two sides take turns, so they never compete for these cores; what they share is the core's
+    speed, its neighbours' load and its caches. Left to the scheduler, A and B land on different cores
+    in each round, and that difference is a per-round offset of several percent on a shared host.
+    """
+    allowed = sorted(os.sched_getaffinity(0))
+    first = (local_rank * threads) % len(allowed)
+    os.sched_setaffinity(0, {allowed[(first + i) % len(allowed)] for i in range(threads)})
 
 
 def run_worker(
@@ -182,15 +195,21 @@ def run_worker(
     sys.path[:0] = list(source_paths)
     workload = load_workload(bench.workload, dict(bench.workload_args))
     trainer = build_trainer(workload, device, precision, bench.seed, rank=rank, ddp=world_size > 1)
+    turns = None
+    if turn_taking is not None:
+        if device.type == "cpu" and turn_taking.pin:
+            _pin_to_shared_cores(local_rank, threads)
+        turns = TurnClient(turn_taking.address, turn_taking.side, rank, bench.timeout_s)
     started = time.perf_counter()
-    warm_losses = _run_steps(trainer, bench.warmup, None, report=False)
+    # In an A/B round the warmup takes turns too: two groups warming up at once would compete for the
+    # cores and start the measured steps from different cache and frequency states.
+    warm_losses = _run_steps(trainer, bench.warmup, None, report=False, turns=turns)
     _check_finite(_gather(warm_losses, world_size), 0, "warmup")
     if device.type == "cuda":
         torch.cuda.synchronize()
     timer = StepTimer(device, bench.steps)
     reference = DriftReference() if bench.drift_reference and device.type == "cpu" else None
     tracking = config.tracking
-    turns = TurnClient(turn_taking.address, turn_taking.side, rank, bench.timeout_s) if turn_taking else None
     with sampling(rank == 0 and tracking.enabled and tracking.system_metrics) as sampler:
         losses = _run_steps(trainer, bench.steps, timer, rank == 0, reference, turns)
     if turns is not None:
@@ -304,13 +323,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--errors-dir", type=Path, required=True, help="where a failing rank explains why")
     parser.add_argument("--turns", help="HOST:PORT of an A/B turn coordinator (with --side)")
     parser.add_argument("--side", choices=SIDES, help="this worker group's side of the A/B round")
+    parser.add_argument("--no-pin", action="store_true", help="A/B: leave core placement to the scheduler")
     parser.add_argument("--source-path", action="append", default=[], help="code under test (repeatable)")
     args = parser.parse_args(argv)
     # A rank outliving torchrun (killed by -9 or the OOM killer) would hold its core and its peers' port.
     lifeline.die_with_parent(signal.SIGKILL)
     try:
         config = RunConfig.model_validate(json.loads(args.config.read_text()))
-        turn_taking = TurnTaking(args.turns, args.side) if args.turns else None
+        turn_taking = TurnTaking(args.turns, args.side, not args.no_pin) if args.turns else None
         run_worker(config, args.out, turn_taking, args.source_path)
     except BaseException as exc:  # any failure, KeyboardInterrupt included, is reported for its rank
         _write_rank_error(args.errors_dir, exc)

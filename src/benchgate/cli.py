@@ -130,8 +130,17 @@ def run(
     tracking: Annotated[
         bool | None, typer.Option("--tracking/--no-tracking", help="Log to MLflow (default: on).")
     ] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option(
+            help="Continue the undecided (UNKNOWN) A/B of the run in this directory from its saved rounds "
+            "instead of starting over, with that run's settings; --config may give a larger [gate.ab] budget."
+        ),
+    ] = None,
 ) -> None:
     """Run the whole gate locally: the benchgate pipeline, through kfp.local."""
+    if resume is not None:
+        _resume(resume, config)
     try:
         overrides: dict[str, Any] = {
             "bench.workload": workload,
@@ -170,7 +179,35 @@ def run(
     if outcome.baseline_written:
         console.print(f"baseline written: {outcome.baseline_written}")
     _print_tracking(outcome)
+    _print_unknown_policy(outcome.comparison, outcome.out_dir)
     raise typer.Exit(outcome.comparison.exit_code)
+
+
+def _resume(directory: Path, config: Path | None) -> None:
+    from benchgate.resume import resume_gate
+
+    try:
+        settings = load_config(config) if config is not None else None
+        comparison = resume_gate(directory, settings)
+    except BenchgateError as exc:
+        _fail(exc)
+    print_verdict(comparison, console)
+    console.print(f"results: {directory.resolve()}/  (compare.json, compare.md, report.html, ab/)")
+    _print_unknown_policy(comparison, directory.resolve())
+    raise typer.Exit(comparison.exit_code)
+
+
+def _print_unknown_policy(comparison: Any, out_dir: Path) -> None:
+    """An UNKNOWN names what decides it; with gate.on_unknown = neutral, it says the job passes anyway."""
+    if comparison.verdict != "UNKNOWN":
+        return
+    undecided_ab = [c for c in comparison.checks if c.status == "UNKNOWN" and c.decided_by == "ab"]
+    if undecided_ab:
+        console.print(f"next: continue the A/B from its rounds: benchgate run --resume {out_dir}")
+    elif any(c.status == "UNKNOWN" for c in comparison.checks):
+        console.print("next: decide it by A/B against the base code: benchgate run --base origin/main")
+    if comparison.on_unknown == "neutral":
+        console.print("notice: UNKNOWN treated as neutral (gate.on_unknown = neutral): exit 0")
 
 
 def _print_tracking(outcome: GateOutcome) -> None:

@@ -4,7 +4,11 @@ Timing is one row per world size ("tokens/s (ws=N)": step time and tokens/s are 
 decided by the stored-baseline screen (verdict.screen): run-level figures judged by the run-to-run
 noise measured over the profile's earlier baselines; FAIL or PASS only with confidence, else UNKNOWN.
 Where the base code can be checked out, a row the screen did not PASS is decided again by interleaved
-A/B (verdict.ab, `apply_ab`), and that decision replaces the screen's.
+A/B (verdict.ab, `apply_ab`), and that decision replaces the screen's, except where A/B cannot see the
+cause: when the run's fingerprints (benchgate, installed packages, bench configuration) differ from the
+baseline run's, both A/B sides share the candidate's, and an A/B PASS cannot overrule the screen.
+A run of the baseline's own commit from a clean tree with the same fingerprints is unchanged code:
+its timing rows PASS as such (decided_by "unchanged"), and it may enter the noise history.
 Memory and scaling efficiency use plain thresholds (WARN); eval numbers are deterministic, so a change
 beyond tolerance is real and FAILs. The loss slope is checked on the current run alone: a loss that
 rises significantly over the measured window FAILs even without a baseline.
@@ -14,15 +18,17 @@ Runs that measured different things (device, precision, tokens per step, threads
 
 from __future__ import annotations
 
+import math
+import statistics
 from dataclasses import replace
 from typing import Any
 
-from benchgate import stats
+from benchgate import fingerprint, stats
 from benchgate.comparable import check_comparable
-from benchgate.comparison import TIMING, Check, Comparison, Status, load_comparison
+from benchgate.comparison import SCALING, TIMING, Check, Comparison, Status, load_comparison
 from benchgate.config import Tolerances
 from benchgate.results import Bundle
-from benchgate.verdict import ab, screen
+from benchgate.verdict import ab, scaling, screen
 
 # The comparison's data types live in `comparison`; callers may import them from here too.
 __all__ = [
@@ -30,6 +36,7 @@ __all__ = [
     "Check",
     "Comparison",
     "apply_ab",
+    "apply_ab_scaling",
     "compare",
     "load_comparison",
     "scaling_efficiency",
@@ -38,8 +45,33 @@ __all__ = [
 ]
 
 
+def unchanged_code(baseline: Bundle | None, current: Bundle) -> bool:
+    """The current run measured the baseline's own code: the same commit from a clean tree, with the same
+    fingerprints (benchgate, packages, configuration). Any timing difference is then run-to-run noise."""
+    if baseline is None:
+        return False
+    base_git, cur_git = baseline.env.get("git", {}), current.env.get("git", {})
+    base_prints, cur_prints = baseline.env.get("fingerprints"), current.env.get("fingerprints")
+    known = set(fingerprint.NAMES)
+    return bool(
+        cur_git.get("commit")
+        and cur_git.get("commit") == base_git.get("commit")
+        and cur_git.get("dirty") is False
+        and base_git.get("dirty") is False
+        and isinstance(base_prints, dict)
+        and isinstance(cur_prints, dict)
+        and known <= set(base_prints) & set(cur_prints)  # unknown is not "the same"
+        and not fingerprint.differing(base_prints, cur_prints)
+    )
+
+
 def _timing_check(
-    ws: int, base: dict[str, Any], cur: dict[str, Any], tol: Tolerances, history: Bundle
+    ws: int,
+    base: dict[str, Any],
+    cur: dict[str, Any],
+    tol: Tolerances,
+    history: Bundle,
+    unchanged: bool = False,
 ) -> Check:
     result = screen.screen(
         base["samples"],
@@ -48,15 +80,19 @@ def _timing_check(
         tol.throughput_drop_pct,
         tol.confidence,
     )
-    base_rate = stats.percentile(base["samples"]["tokens_per_s"], 50)
-    cur_rate = stats.percentile(cur["samples"]["tokens_per_s"], 50)
+    base_rate = _run_rate(base)
+    cur_rate = _run_rate(cur)
     notes = [result.reason, f"decided on the {result.figure} over {result.history_runs} earlier runs"]
+    status, decided_by = result.status, "screen"
+    if unchanged:
+        notes.insert(0, f"the baseline's own commit and setup: unchanged code (screen: {result.status})")
+        status, decided_by = "PASS", "unchanged"
     if result.noise_pct is not None:
         notes.append(f"run-to-run noise {result.noise_pct:.1f}%")
     if result.host_change_pct is not None:
         raw = stats.relative_change_pct(base_rate, cur_rate)
         host = result.host_change_pct
-        notes.append(f"raw p50 {raw:+.1f}%, drift-reference kernel time {host:+.1f}% (the host)")
+        notes.append(f"raw {raw:+.1f}%, drift-reference kernel time {host:+.1f}% (the host)")
     return Check(
         name=f"tokens/s (ws={ws})",
         unit="tok/s",
@@ -66,12 +102,20 @@ def _timing_check(
         ci_low=result.ci_low_pct,
         ci_high=result.ci_high_pct,
         rule=screen.rule_text(tol.throughput_drop_pct, tol.confidence),
-        status=result.status,
+        status=status,
         note="; ".join(notes),
         metric=TIMING,
         world_size=ws,
-        decided_by="screen",
+        decided_by=decided_by,
     )
+
+
+def _run_rate(metrics: dict[str, Any]) -> float:
+    """A run's tokens/s as the gate judges it: tokens per step over the mean step time."""
+    samples = metrics["samples"]
+    step_s = screen.mean_step_time(samples["step_time_s"])
+    tokens = stats.percentile(samples["tokens_per_s"], 50) * stats.percentile(samples["step_time_s"], 50)
+    return float(metrics.get("tokens_per_step_global") or tokens) / step_s
 
 
 def _threshold_check(
@@ -122,14 +166,13 @@ def _loss_slope_check(
 
 
 def scaling_efficiency(metrics: dict[int, dict[str, Any]]) -> tuple[int, float] | None:
-    """tokens/s(N) / (N x tokens/s(1)) for the largest N, from the p50s; None without ws=1 and N > 1."""
+    """tokens/s(N) / (N x tokens/s(1)) for the largest N, tokens/s as the gate judges it (over the mean
+    step time, so a slowdown of some steps at N counts); None without ws=1 and N > 1."""
     multi = [ws for ws in metrics if ws > 1]
     if 1 not in metrics or not multi:
         return None
     n = max(multi)
-    one = stats.percentile(metrics[1]["samples"]["tokens_per_s"], 50)
-    many = stats.percentile(metrics[n]["samples"]["tokens_per_s"], 50)
-    return n, many / (n * one)
+    return n, _run_rate(metrics[n]) / (n * _run_rate(metrics[1]))
 
 
 def without_reachable_baseline(comparison: Comparison, why: str) -> Comparison:
@@ -155,21 +198,27 @@ def compare(baseline: Bundle | None, current: Bundle, tol: Tolerances) -> Compar
             f"no baseline for machine profile {current.machine_profile!r} and workload {current.workload!r}: "
             "nothing to compare against; only checks that need no baseline are gated"
         )
+    unchanged = unchanged_code(baseline, current)
     for ws, cur in sorted(current.metrics.items()):
         base = baseline.metrics.get(ws) if baseline else None
-        result.checks.extend(_bench_checks(ws, base, cur, tol, baseline))
+        result.checks.extend(_bench_checks(ws, base, cur, tol, baseline, unchanged))
     result.checks.extend(_scaling_checks(baseline, current, tol))
     result.checks.extend(_eval_checks(baseline, current, tol, result.notes))
     return result
 
 
 def _bench_checks(
-    ws: int, base: dict[str, Any] | None, cur: dict[str, Any], tol: Tolerances, history: Bundle | None
+    ws: int,
+    base: dict[str, Any] | None,
+    cur: dict[str, Any],
+    tol: Tolerances,
+    history: Bundle | None,
+    unchanged: bool = False,
 ) -> list[Check]:
     samples = cur["samples"]
     checks = []
     if base is None or history is None:
-        rate = stats.percentile(samples["tokens_per_s"], 50)
+        rate = _run_rate(cur)
         note = "no baseline at this world size"
         checks.append(
             Check(f"tokens/s (ws={ws})", "tok/s", rate, status="NEW", note=note, metric=TIMING, world_size=ws)
@@ -178,7 +227,7 @@ def _bench_checks(
             Check(f"peak memory (ws={ws})", "MiB", cur["memory"]["peak_bytes"] / 2**20, status="NEW")
         )
     else:
-        checks.append(_timing_check(ws, base, cur, tol, history))
+        checks.append(_timing_check(ws, base, cur, tol, history, unchanged))
         checks.append(
             _threshold_check(
                 f"peak memory (ws={ws})",
@@ -209,6 +258,40 @@ def _bench_checks(
     return checks
 
 
+def _history_efficiencies(baseline: Bundle, n: int) -> list[float]:
+    """Scaling efficiency of each earlier baseline run: mean step time at ws=1 over that at ws=N (the
+    global tokens per step at N are N times those at 1)."""
+    one, many = baseline.history_figures(1), baseline.history_figures(n)
+    return (
+        [
+            a["mean_step_time_s"] / b["mean_step_time_s"]
+            for a, b in zip(one, many, strict=False)
+            if a.get("mean_step_time_s") and b.get("mean_step_time_s")
+        ]
+        if len(one) == len(many)
+        else []
+    )
+
+
+def _scaling_row(
+    name: str, efficiency: float, base_efficiency: float, result: scaling.ScalingResult, tol: Tolerances
+) -> Check:
+    return Check(
+        name,
+        "%",
+        100 * efficiency,
+        baseline=100 * base_efficiency,
+        change=result.change_pts,
+        change_unit="pts",
+        ci_low=result.ci_low_pts,
+        ci_high=result.ci_high_pts,
+        rule=scaling.rule_text(tol.scaling_efficiency_drop_points, tol.confidence),
+        status=result.status,
+        note=result.how,
+        metric=SCALING,
+    )
+
+
 def _scaling_checks(baseline: Bundle | None, current: Bundle, tol: Tolerances) -> list[Check]:
     cur = scaling_efficiency(current.metrics)
     if cur is None:
@@ -216,21 +299,43 @@ def _scaling_checks(baseline: Bundle | None, current: Bundle, tol: Tolerances) -
     n, efficiency = cur
     name = f"scaling efficiency (1->{n})"
     base = scaling_efficiency(baseline.metrics) if baseline else None
-    if base is None or base[0] != n:
-        return [Check(name, "%", 100 * efficiency, status="NEW")]
-    return [
-        _threshold_check(
-            name,
-            "%",
-            100 * base[1],
-            100 * efficiency,
-            tol.scaling_efficiency_drop_points,
-            "WARN",
-            f"WARN if drop > {tol.scaling_efficiency_drop_points:g} pts",
-            points=True,
-            higher_is_better=True,
-        )
-    ]
+    if base is None or base[0] != n or baseline is None:
+        return [Check(name, "%", 100 * efficiency, status="NEW", metric=SCALING)]
+    result = scaling.from_history(
+        base[1],
+        efficiency,
+        _history_efficiencies(baseline, n),
+        tol.scaling_efficiency_drop_points,
+        tol.confidence,
+    )
+    return [_scaling_row(name, efficiency, base[1], result, tol)]
+
+
+def apply_ab_scaling(
+    comparison: Comparison, outcomes: dict[int, dict[str, Any]], tol: Tolerances
+) -> Comparison:
+    """Where A/B ran at ws=1 and at the largest N, judge the efficiency change from their rounds."""
+    row = next((c for c in comparison.checks if c.metric == SCALING), None)
+    many = max((ws for ws in outcomes if ws > 1), default=None)
+    if row is None or many is None or 1 not in outcomes:
+        return comparison
+    rates = {
+        ws: [_round_rate(r, side) for r in outcomes[ws]["rounds"] for side in ("base",)] for ws in (1, many)
+    }
+    base_efficiency = statistics.fmean(rates[many]) / (many * statistics.fmean(rates[1]))
+    result = scaling.from_ab(
+        base_efficiency,
+        [r["change_log"] for r in outcomes[1]["rounds"]],
+        [r["change_log"] for r in outcomes[many]["rounds"]],
+        tol.scaling_efficiency_drop_points,
+        tol.confidence,
+    )
+    if result is None:
+        return comparison
+    efficiency = base_efficiency + result.change_pts / 100.0
+    new_row = _scaling_row(row.name, efficiency, base_efficiency, result, tol)
+    checks = [new_row if c is row else c for c in comparison.checks]
+    return replace(comparison, checks=checks)
 
 
 def _eval_checks(baseline: Bundle | None, current: Bundle, tol: Tolerances, notes: list[str]) -> list[Check]:
@@ -281,22 +386,34 @@ def _eval_checks(baseline: Bundle | None, current: Bundle, tol: Tolerances, note
     return checks
 
 
-def undecided_world_sizes(comparison: Comparison) -> list[int]:
-    """World sizes whose timing the screen did not PASS: where an A/B run decides instead."""
+def undecided_world_sizes(comparison: Comparison, include_new: bool = False) -> list[int]:
+    """World sizes whose timing the screen did not PASS: where an A/B run decides instead. With
+    `include_new` (an explicit base commit), also those without a stored baseline (NEW)."""
+    undecided = ("FAIL", "UNKNOWN", "NEW") if include_new else ("FAIL", "UNKNOWN")
     return sorted(
         {
             c.world_size
             for c in comparison.checks
             if c.metric == TIMING
-            and c.decided_by == "screen"
-            and c.status in ("FAIL", "UNKNOWN")
+            and c.decided_by in ("screen", "")
+            and c.status in undecided
             and c.world_size is not None
         }
     )
 
 
-def apply_ab(comparison: Comparison, outcome: dict[str, Any], tol: Tolerances, ab_config: Any) -> Comparison:
-    """Replace a world size's screened timing row with its A/B decision (`outcome`: an ab.json)."""
+def apply_ab(
+    comparison: Comparison,
+    outcome: dict[str, Any],
+    tol: Tolerances,
+    ab_config: Any,
+    unseen: list[str] | None = None,
+) -> Comparison:
+    """Replace a world size's screened timing row with its A/B decision (`outcome`: an ab.json).
+
+    `unseen`: the fingerprints in which the run differs from its baseline run (fingerprint.differing).
+    A/B holds them fixed on both sides, so its PASS does not stand: the row keeps a screen FAIL, and is
+    UNKNOWN otherwise."""
     ws = int(outcome["world_size"])
     decision = outcome["decision"]
     rounds = outcome["rounds"]
@@ -310,20 +427,25 @@ def apply_ab(comparison: Comparison, outcome: dict[str, Any], tol: Tolerances, a
             f"round-to-round sd {decision['round_sd_pct']:.1f}%, minimum detectable slowdown "
             f"{decision['mde_pct']:.1f}% (80% power)"
         )
+    notes.extend(_spread_notes(rounds))
     if screened is not None:
         notes.append(f"screen: {screened.status} ({_change_text(screened.change)})")
+    status = decision["status"]
+    if unseen and status == "PASS":
+        status = "FAIL" if screened is not None and screened.status == "FAIL" else "UNKNOWN"
+        notes.insert(0, f"{fingerprint.describe(unseen)}; A/B said PASS, the row says {status}")
     row = Check(
         name=f"tokens/s (ws={ws})",
         unit="tok/s",
-        current=_median([r["candidate_tokens_per_s_p50"] for r in rounds]),
-        baseline=_median([r["base_tokens_per_s_p50"] for r in rounds]),
+        current=_mean([_round_rate(r, "candidate") for r in rounds]),
+        baseline=_mean([_round_rate(r, "base") for r in rounds]),
         change=decision["change_pct"],
         ci_low=decision["ci_low_pct"],
         ci_high=decision["ci_high_pct"],
         rule=ab.rule_text(
             tol.throughput_drop_pct, tol.confidence, ab_config.min_rounds, ab_config.max_rounds
         ),
-        status=decision["status"],
+        status=status,
         note="; ".join(notes),
         metric=TIMING,
         world_size=ws,
@@ -338,11 +460,35 @@ def apply_ab(comparison: Comparison, outcome: dict[str, Any], tol: Tolerances, a
         comparison.baseline_path,
         checks,
         list(comparison.notes),
+        comparison.on_unknown,
     )
 
 
-def _median(values: list[float]) -> float | None:
-    return stats.percentile(values, 50) if values else None
+def _round_rate(figures: dict[str, Any], side: str) -> float:
+    # Rounds saved before whole-round rates existed carry only the median step's rate.
+    rate = figures.get(f"{side}_tokens_per_s", figures.get(f"{side}_tokens_per_s_p50"))
+    return float(rate or 0.0)
+
+
+def _spread_notes(rounds: list[dict[str, Any]]) -> list[str]:
+    """Where a slowdown sits: the median step's change beside the total's, and the slowest steps' share."""
+    medians = [r["median_change_log"] for r in rounds if "median_change_log" in r]
+    notes = []
+    if medians:
+        notes.append(f"median step {100 * math.expm1(statistics.fmean(medians)):+.1f}% (diagnostic)")
+    spread = ab.concentration(rounds)
+    if spread is not None:
+        share, uniform = spread
+        kind = "concentrated in few steps" if share > 2 * uniform + 0.1 else "spread over the steps"
+        notes.append(
+            f"slowdown {kind}: the slowest {ab.TAIL_SHARE:.0%} of steps carry {share:.0%} of it "
+            f"(about {uniform:.0%} if every step slowed alike; see the trace)"
+        )
+    return notes
+
+
+def _mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
 
 
 def _change_text(change: float | None) -> str:

@@ -22,6 +22,7 @@ Verdict = Literal["PASS", "WARN", "UNKNOWN", "FAIL"]
 SEVERITY = {"INFO": 0, "NEW": 0, "PASS": 0, "WARN": 1, "UNKNOWN": 2, "FAIL": 3}
 VERDICTS: tuple[Verdict, ...] = ("PASS", "WARN", "UNKNOWN", "FAIL")
 TIMING = "tokens_per_s"
+SCALING = "scaling_efficiency"
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,8 @@ class Check:
     rule: str = ""
     status: Status = "PASS"
     note: str = ""
-    # For timing checks: "tokens_per_s", its world size, and what decided it ("screen" or "ab").
+    # For timing checks: "tokens_per_s", its world size, and what decided it ("screen", "ab" or
+    # "unchanged"); "scaling_efficiency" for the efficiency row.
     metric: str = ""
     world_size: int | None = None
     decided_by: str = ""
@@ -50,6 +52,8 @@ class Comparison:
     baseline_path: str | None
     checks: list[Check] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # What an UNKNOWN verdict does to the exit code (gate.on_unknown): "fail" (exit 4) or "neutral" (0).
+    on_unknown: str = "fail"
 
     @property
     def verdict(self) -> Verdict:
@@ -58,7 +62,8 @@ class Comparison:
 
     @property
     def exit_code(self) -> int:
-        return {"FAIL": EXIT_REGRESSION, "UNKNOWN": EXIT_UNKNOWN}.get(self.verdict, EXIT_PASS)
+        unknown = EXIT_PASS if self.on_unknown == "neutral" else EXIT_UNKNOWN
+        return {"FAIL": EXIT_REGRESSION, "UNKNOWN": unknown}.get(self.verdict, EXIT_PASS)
 
     def timing(self, world_size: int) -> Check | None:
         return next((c for c in self.checks if c.metric == TIMING and c.world_size == world_size), None)
@@ -68,6 +73,7 @@ class Comparison:
             "schema_version": 1,
             "verdict": self.verdict,
             "exit_code": self.exit_code,
+            "on_unknown": self.on_unknown,
             "machine_profile": self.machine_profile,
             "workload": self.workload,
             "baseline_path": self.baseline_path,
@@ -84,7 +90,9 @@ class Comparison:
         read = _validated(_ComparisonFile, data, source, ())
         rows = [_validated(_CheckRow, row, source, ("checks", i)) for i, row in enumerate(read.checks)]
         checks = [Check(**row.model_dump()) for row in rows]
-        return cls(read.machine_profile, read.workload, read.baseline_path, checks, list(read.notes))
+        return cls(
+            read.machine_profile, read.workload, read.baseline_path, checks, list(read.notes), read.on_unknown
+        )
 
 
 def load_comparison(path: Path) -> Comparison:
@@ -107,6 +115,7 @@ class _ComparisonFile(BaseModel):
     baseline_path: str | None
     checks: list[Any]
     notes: list[str]
+    on_unknown: Literal["fail", "neutral"] = "fail"
 
 
 _ROW_FIELDS: dict[str, Any] = {name: (hint, ...) for name, hint in get_type_hints(Check).items()}  # required

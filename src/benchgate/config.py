@@ -261,13 +261,29 @@ class ABConfig(_Model):
         description="Rounds before the first decision: fewer give no estimate of round-to-round noise.",
     )
     max_rounds: Int = Field(
-        12, gt=0, description="Budget: rounds per world size before the answer is UNKNOWN."
+        27,
+        gt=0,
+        description="Rounds per world size before the answer is UNKNOWN; the looks (4, 6, 9, 14, 21, 27) "
+        "are planned up to it.",
+    )
+    min_measured_s: Float = Field(
+        2.0,
+        ge=0,
+        le=MAX_SECONDS,
+        description="Measured time per side in a round: short steps get more than gate.ab.steps, so one "
+        "host spike moves a round's total time little.",
+    )
+    pin_cores: bool = Field(
+        True,
+        description="On CPU, pin rank r of both sides to the same cores: they take turns, so they share "
+        "the cores' speed instead of each drawing its own placement.",
     )
     max_seconds: Float = Field(
         600.0,
         gt=0,
         le=MAX_SECONDS,
-        description="Budget: wall time per world size; no round starts after it (UNKNOWN).",
+        description="Budget: wall time per world size and run; no round starts that would end after it "
+        "(UNKNOWN, resumable with `benchgate run --resume`).",
     )
 
     @field_validator("max_rounds")
@@ -285,6 +301,11 @@ class GateConfig(_Model):
         Path(".benchgate/baselines"), description="Directory store of baselines, one per machine profile."
     )
     ab: ABConfig = Field(default_factory=ABConfig, description="The interleaved A/B timing decision.")
+    on_unknown: Literal["fail", "neutral"] = Field(
+        "fail",
+        description="What an UNKNOWN verdict does to the exit code: fail (exit 4, the default) or neutral "
+        "(exit 0 with a notice: the job passes, the verdict still says UNKNOWN).",
+    )
     update_baseline: Literal["auto", "always", "never"] = Field(
         "auto",
         description="auto: write the baseline on branch main from a clean tree when every timing check "

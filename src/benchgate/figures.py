@@ -4,7 +4,7 @@ One naming for every consumer, so a figure logged today is found by `benchgate h
 
     ws<N>/tokens_per_s_p50   ws<N>/tokens_per_s_p90   ws<N>/step_time_ms_p50   ws<N>/step_time_ms_p90
     ws<N>/peak_memory_mib    ws<N>/mfu_6nd_pct        ws<N>/mfu_attention_pct  ws<N>/loss_slope
-    ws<N>/step_time_per_reference_p50
+    ws<N>/step_time_per_reference_p50  ws<N>/step_time_ms_mean  ws<N>/step_time_per_reference_mean
     scaling_efficiency_pct   eval/perplexity          eval/probe_<name>_accuracy_pct
     gate/exit_code           gate/checks_<pass|warn|unknown|fail|new>
 
@@ -12,7 +12,9 @@ Units follow the name: `_ms` milliseconds, `_mib` MiB, `_pct` percent (41.0 is 4
 keeps MFU as a fraction (`mfu.dense_6n` = 0.41, names without `_pct`, as `flops.mfu` returns it); it is
 converted to percent here and nowhere else. `step_time_per_reference_p50` is dimensionless: the median
 over steps of step time / drift-reference time (bench.py's fixed CPU kernel), a run-level figure with
-the host's speed divided out.
+the host's speed divided out. `step_time_ms_mean` is the mean step time (each step capped at 10x the
+median, verdict.ab.STALL_CAP): tokens/s as the gate judges it; `step_time_per_reference_mean` is it
+divided by the mean drift-reference time.
 
 The prefix before "/" is the section the MLflow UI groups charts under. Figures that do not exist for a
 run (MFU on CPU, the drift reference on GPU, eval when disabled) are left out rather than logged as zero.
@@ -26,6 +28,7 @@ from typing import Any
 from benchgate import stats
 from benchgate.compare import Comparison, scaling_efficiency
 from benchgate.results import Bundle
+from benchgate.verdict.screen import corrected_mean, mean_step_time
 
 KEY_FIGURES = ("tokens_per_s_p50", "step_time_ms_p50", "peak_memory_mib", "mfu_6nd_pct")
 
@@ -57,6 +60,8 @@ def bench_figures(metrics: dict[str, Any]) -> dict[str, float]:
         "mfu_attention_pct": _percent(mfu.get("attention_aware")),
         "loss_slope": (metrics.get("loss_slope") or {}).get("slope"),
         "step_time_per_reference_p50": _per_reference_p50(samples),
+        "step_time_ms_mean": mean_step_time(samples["step_time_s"]) * 1e3,
+        "step_time_per_reference_mean": corrected_mean(samples),
     }
     return {name: float(v) for name, v in values.items() if v is not None}
 

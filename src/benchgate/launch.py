@@ -92,12 +92,14 @@ def run_bench(
     *,
     source_paths: Sequence[Path] = (),
     turns: tuple[str, str] | None = None,
+    pin_cores: bool = True,
 ) -> Path:
     """Run the benchmark at `world_size` under torchrun; returns the metrics file rank 0 wrote.
 
     `gpus` is the host's CUDA device count when the caller knows it (from env.json); else torch is asked.
     `source_paths` put the code under test first on the workers' import path (after benchgate itself);
-    `turns` = (coordinator address, side) makes the workers take turns with another group (A/B).
+    `turns` = (coordinator address, side) makes the workers take turns with another group (A/B), with
+    rank r of both groups on the same cores unless `pin_cores` is off.
     """
     gpus = visible_gpus() if gpus is None else gpus
     check_world_size(world_size, config.bench.device, gpus)
@@ -129,6 +131,7 @@ def run_bench(
         str(errors_dir),
         *(arg for path in source_paths for arg in ("--source-path", str(path))),
         *(["--turns", turns[0], "--side", turns[1]] if turns else []),
+        *(["--no-pin"] if turns and not pin_cores else []),
     )
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
     with open(log_path, "w", encoding="utf-8") as log:

@@ -119,6 +119,8 @@ class _Env(_Checked):
     machine_profile: Name
     git: _Git = _Git()
     gpu: _Gpu = _Gpu()
+    # What A/B held fixed (fingerprint.py); absent from runs recorded before it existed.
+    fingerprints: dict[str, str] | None = None
 
 
 class _Probe(_Checked):
@@ -151,8 +153,8 @@ class Bundle:
     history: list[dict[str, Any]] = field(default_factory=list)
 
     def history_figures(self, world_size: int) -> list[dict[str, float]]:
-        """Earlier baseline runs' run-level figures at one world size (step_time_s, and
-        step_time_per_reference where the run timed the drift reference), oldest first."""
+        """Earlier baseline runs' run-level figures at one world size (step_time_s, mean_step_time_s, and
+        the *_per_reference figures where the run timed the drift reference), oldest first."""
         rows = (h.get("p50", {}).get(str(world_size)) for h in self.history)
         return [{k: float(v) for k, v in row.items() if v is not None} for row in rows if row]
 

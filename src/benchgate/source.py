@@ -148,6 +148,34 @@ def resolve_local_ref(ref: str, cwd: Path, field: str = "--base") -> tuple[str, 
     return validate_commit(done.stdout.strip(), field), Path(top.stdout.strip()).resolve().as_uri()
 
 
+def local_repository(cwd: Path) -> str:
+    """The file:// URL of the git repository that holds `cwd`, or "" outside one (or without git)."""
+    try:
+        top = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], cwd=cwd, capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return Path(top.stdout.strip()).resolve().as_uri() if top.returncode == 0 else ""
+
+
+def has_commit(repository: str, commit: str) -> bool:
+    """Whether a file:// repository holds `commit` (a baseline recorded on another machine may name one
+    it never saw); other repositories are asked when a task fetches from them."""
+    if not repository.startswith("file://"):
+        return True
+    try:
+        done = subprocess.run(
+            ["git", "cat-file", "-e", f"{validate_commit(commit)}^{{commit}}"],
+            cwd=Path(repository.removeprefix("file://")),
+            capture_output=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired, ConfigError):
+        return False
+    return done.returncode == 0
+
+
 def remote_branch_head(repository: str, branch: str, timeout_s: float = 60.0) -> str:
     """The full SHA at the head of `branch` of `repository`, asked with `git ls-remote` (no clone)."""
     repository = validate_repository(repository)

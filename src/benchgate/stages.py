@@ -12,12 +12,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchgate.ab_runner import RoundCallback, Side, run_ab
+from benchgate import fingerprint
+from benchgate.ab_runner import AB_FILE, RoundCallback, Side, run_ab
 from benchgate.baseline import find_baseline, save_baseline
 from benchgate.compare import (
     TIMING,
     Comparison,
     apply_ab,
+    apply_ab_scaling,
     compare,
     load_comparison,
     undecided_world_sizes,
@@ -26,9 +28,10 @@ from benchgate.compare import (
 from benchgate.config import RunConfig
 from benchgate.diskfaults import writing
 from benchgate.env import capture_environment
-from benchgate.files import write_json, write_text
+from benchgate.files import read_json, write_json, write_text
 from benchgate.report import markdown
 from benchgate.results import Bundle, load_bundle
+from benchgate.verdict import screen
 
 
 def stage_env(out_dir: Path, cwd: Path | None = None, branch: str | None = None) -> dict[str, Any]:
@@ -75,6 +78,7 @@ def stage_compare(
     assert workload is not None
     baseline = find_baseline(config.gate.baseline_dir, current.machine_profile, workload)
     comparison = compare(baseline, current, config.gate.tolerances)
+    comparison.on_unknown = config.gate.on_unknown
     state = tracking_state or {}
     if baseline is None and state.get("enabled") and state.get("reachable") is False:
         comparison = without_reachable_baseline(comparison, str(state.get("error") or "unreachable"))
@@ -82,11 +86,16 @@ def stage_compare(
     return comparison, current, baseline
 
 
-def worlds_for_ab(comparison: Comparison, baseline: Bundle | None, base_available: bool) -> list[int]:
-    """World sizes an A/B run must decide: those the screen did not PASS, when the base code exists."""
-    if baseline is None or not base_available:
+def worlds_for_ab(
+    comparison: Comparison, baseline: Bundle | None, base_available: bool, explicit_base: bool = False
+) -> list[int]:
+    """World sizes an A/B run must decide: those the screen did not PASS, when the base code exists.
+
+    An explicit base (`--base`, the pipeline's base_commit) decides rows without a stored baseline too:
+    on a fresh CI runner with an empty store, A/B against the base commit is the only timing test."""
+    if not base_available or (baseline is None and not explicit_base):
         return []
-    return undecided_world_sizes(comparison)
+    return undecided_world_sizes(comparison, include_new=explicit_base)
 
 
 def stage_ab(
@@ -96,21 +105,44 @@ def stage_ab(
     base: Side,
     candidate: Side,
     on_round: RoundCallback | None = None,
+    resume: bool = False,
 ) -> Comparison:
     """Decide `world_sizes` by interleaved A/B of `base` and `candidate` (into run_dir/ab/).
 
     Each A/B decision replaces the screen's row; rewrites compare.json and compare.md in `run_dir`.
+    `resume`: continue the undecided rounds saved in run_dir/ab/ws<N>/ab.json.
     """
     comparison = load_comparison(run_dir / "compare.json")
+    current = load_bundle(run_dir)
     # The device count the run was captured with (as the bench tasks use), not a second probe.
-    gpus = load_bundle(run_dir).env.get("gpu", {}).get("count")
+    gpus = current.env.get("gpu", {}).get("count")
+    unseen = fingerprints_unseen_by_ab(config, current)
+    outcomes: dict[int, dict[str, Any]] = {}
     for ws in world_sizes:
-        outcome = run_ab(config, ws, run_dir, base, candidate, gpus, on_round)
-        comparison = apply_ab(
-            comparison, outcome.to_dict(base, candidate), config.gate.tolerances, config.gate.ab
-        )
+        metrics = current.metrics.get(ws)
+        step_s = screen.mean_step_time(metrics["samples"]["step_time_s"]) if metrics else None
+        outcome = run_ab(config, ws, run_dir, base, candidate, gpus, on_round, step_s, resume)
+        outcomes[ws] = outcome.to_dict(base, candidate)
+        comparison = apply_ab(comparison, outcomes[ws], config.gate.tolerances, config.gate.ab, unseen)
+    # Every A/B of this run, earlier tasks' included: the efficiency row needs both world sizes.
+    for path in sorted(run_dir.glob(f"ab/ws*/{AB_FILE}")):
+        saved = read_json(path)
+        outcomes.setdefault(int(saved["world_size"]), saved)
+    comparison = apply_ab_scaling(comparison, outcomes, config.gate.tolerances)
     write_comparison(run_dir, comparison)
     return comparison
+
+
+def fingerprints_unseen_by_ab(config: RunConfig, current: Bundle) -> list[str]:
+    """What differs between the stored baseline run and this one that both A/B sides share (benchgate,
+    the installed packages, the bench configuration): a change there is invisible to A/B."""
+    workload = current.workload
+    baseline = (
+        find_baseline(config.gate.baseline_dir, current.machine_profile, workload) if workload else None
+    )
+    if baseline is None:
+        return []
+    return fingerprint.differing(baseline.env.get("fingerprints"), current.env.get("fingerprints"))
 
 
 def should_update_baseline(config: RunConfig, env: dict[str, Any], comparison: Comparison) -> str | None:

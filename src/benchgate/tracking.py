@@ -67,6 +67,7 @@ TAG_BASELINE = "benchgate.baseline"
 TAG_BASELINE_SINCE = "benchgate.baseline_since_unix"
 TAG_BASELINE_REASON = "benchgate.baseline_reason"
 TAG_STAGE = "benchgate.stage"
+TAG_FINGERPRINT = "benchgate.fingerprint."  # + the name: what A/B held fixed (fingerprint.py)
 TAG_COMMIT = "mlflow.source.git.commit"
 TAG_BRANCH = "mlflow.source.git.branch"
 TAG_PARENT = "mlflow.parentRunId"
@@ -303,6 +304,9 @@ def _tags(env: dict[str, Any], workload: str, record: dict[str, Any]) -> dict[st
         TAG_KFP_RUN_NAME: record.get("kfp_run_name") or "",
         TAG_REPOSITORY: source.get("repository") or "",
     }
+    # Runs recorded before fingerprints existed have none: no tags, rather than empty ones.
+    for name, value in sorted((env.get("fingerprints") or {}).items()):
+        tags[TAG_FINGERPRINT + name] = str(value)
     return {k: v for k, v in tags.items() if v}
 
 

@@ -136,6 +136,8 @@ _HISTORY_P50 = {
     "tokens_per_s_p50": ("tokens_per_s", 1.0),
     "step_time_ms_p50": ("step_time_s", 1e3),
     "step_time_per_reference_p50": ("step_time_per_reference", 1.0),
+    "step_time_ms_mean": ("mean_step_time_s", 1e3),
+    "step_time_per_reference_mean": ("mean_step_time_per_reference", 1.0),
 }
 
 

@@ -6,6 +6,7 @@ lets it land on both alike, so the paired difference of neighbouring steps is th
 
     worker rank (A or B)                     coordinator (the A/B runner)
     connect, "HELLO <side> <rank>"  ──────►  waits until every rank of both sides said hello
+    (before the warmup, which takes turns too)
                                     ◄──────  "GO" to every rank of one side (the order of A and B is
     one training step, timed                  drawn at random for every pair of steps)
     "DONE"                          ──────►  waits for every rank of that side, then the other side
@@ -74,7 +75,7 @@ class TurnCoordinator:
         return f"{host}:{port}"
 
     def _accept_all(self, alive: Callable[[], bool]) -> None:
-        # The workers connect after their warmup; a side that died before that never will.
+        # The workers connect once their model is built; a side that died before that never will.
         deadline = time.monotonic() + self.timeout_s + 600
         expected = 2 * self.ranks_per_side
         while sum(len(c) for c in self.conns.values()) < expected:
@@ -101,12 +102,13 @@ class TurnCoordinator:
             if reply != b"DONE\n":
                 raise RunFailedError(f"side {side} stopped during its turn (got {reply!r})")
 
-    def run(self, steps: int, alive: Callable[[], bool]) -> list[str]:
-        """Coordinate `steps` pairs of turns; returns the order of each pair ("AB" or "BA")."""
+    def run(self, steps: int, alive: Callable[[], bool], warmup: int = 0) -> list[str]:
+        """Coordinate `warmup` then `steps` pairs of turns; returns the order of each measured pair
+        ("AB" or "BA")."""
         rng = random.Random(self.seed)
         try:
             self._accept_all(alive)
-            for _ in range(steps):
+            for _ in range(warmup + steps):
                 order = "AB" if rng.random() < 0.5 else "BA"
                 for side in order:
                     self._turn(side)
@@ -115,7 +117,7 @@ class TurnCoordinator:
             raise RunFailedError(f"turn coordinator: a worker group went away ({e})") from None
         finally:
             self.close()
-        return self.orders
+        return self.orders[warmup:]
 
     def close(self) -> None:
         for conns in self.conns.values():

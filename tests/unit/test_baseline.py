@@ -126,8 +126,17 @@ def test_history_entry_carries_the_drift_corrected_step_time(tmp_path: Path) -> 
     assert p50["1"]["step_time_per_reference"] == pytest.approx(4.0)
     assert p50["1"]["step_time_s"] == pytest.approx(0.102)
     assert found.history_figures(1)[-1]["step_time_per_reference"] == pytest.approx(4.0)
+    # The screen's figures: the mean step time (no step near the 10x stall cap here), and it in units
+    # of the mean reference time.
+    assert p50["1"]["mean_step_time_s"] == pytest.approx(sum(steps) / len(steps))
+    reference = with_reference["samples"]["reference_s"]
+    assert p50["1"]["mean_step_time_per_reference"] == pytest.approx(sum(steps) / sum(reference))
+    assert found.history_figures(1)[-1]["mean_step_time_per_reference"] == pytest.approx(
+        sum(steps) / sum(reference)
+    )
     # A world size whose run timed no reference keeps only the plain figures.
-    assert set(p50["2"]) == {"tokens_per_s", "step_time_s"}
+    assert set(p50["2"]) == {"tokens_per_s", "step_time_s", "mean_step_time_s"}
+    assert p50["2"]["mean_step_time_s"] == pytest.approx(0.102)
 
 
 def test_old_layout_directory_is_read_then_moved_behind_a_link_on_the_next_save(tmp_path: Path) -> None:

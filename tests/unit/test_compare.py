@@ -73,9 +73,15 @@ def bundle(
         metrics={1: bench(1, step_s, seed), 2: bench(2, step_s_ws2, seed + 100)},
         eval=evaluation(),
     )
-    # Three earlier baseline runs 0.5% apart: the run-to-run noise the screen judges by.
+    # Three earlier baseline runs 0.5% apart: the run-to-run noise the screen judges by (the figures
+    # baseline._run_p50s records: the p50 for the report, the capped mean step time for the screen).
     result.history = [
-        {"p50": {str(ws): {"step_time_s": s * f} for ws, s in ((1, step_s), (2, step_s_ws2))}}
+        {
+            "p50": {
+                str(ws): {"step_time_s": s * f, "mean_step_time_s": s * f}
+                for ws, s in ((1, step_s), (2, step_s_ws2))
+            }
+        }
         for f in (0.995, 1.0, 1.005)
     ]
     for key, value in changes.items():
@@ -157,22 +163,22 @@ def test_compare_without_noise_history_is_unknown_with_exit_4_not_a_pass() -> No
 
 
 def test_compare_a_40pct_slowdown_is_never_excused_by_noisy_history() -> None:
-    # The case that once returned WARN "within run-to-run noise; noise floor +48%": a raw p50 history
+    # The case that once returned WARN "within run-to-run noise; noise floor +48%": a raw history
     # of 3 runs that drifted by 20%. Judged by drift-corrected figures, the slowdown is not noise.
     base = with_reference(bundle(1), 0.010)
     base.history = [
-        {"p50": {"1": {"step_time_s": s, "step_time_per_reference": r}}}
+        {"p50": {"1": {"mean_step_time_s": s, "mean_step_time_per_reference": r}}}
         for s, r in ((0.08, 10.1), (0.1, 10.0), (0.12, 9.9))
     ]
     current = with_reference(bundle(2, step_s=0.14), 0.010)
     row = next(c for c in compare(base, current, Tolerances()).checks if c.name == "tokens/s (ws=1)")
     assert row.status == "FAIL"
-    assert "drift-corrected p50" in row.note
+    assert "drift-corrected mean" in row.note
 
 
 def test_compare_noisy_history_makes_a_moderate_slowdown_unknown_not_pass() -> None:
     base = bundle(1)
-    base.history = [{"p50": {"1": {"step_time_s": s}}} for s in (0.085, 0.1, 0.115, 0.1)]
+    base.history = [{"p50": {"1": {"mean_step_time_s": s}}} for s in (0.085, 0.1, 0.115, 0.1)]
     row = next(
         c for c in compare(base, bundle(2, step_s=0.112), Tolerances()).checks if c.name == "tokens/s (ws=1)"
     )
@@ -187,15 +193,34 @@ def with_reference(b: Bundle, host_s: float) -> Bundle:
 
 
 def test_compare_slower_host_is_not_slower_code() -> None:
-    # Steps 20% slower, and the drift reference 20% slower too: the host slowed, not the code.
+    # Steps 20% slower, and the drift reference 20% slower too: the host slowed, not the code. The
+    # drift-corrected figure PASSes, but the raw one FAILs and a PASS needs both: the row is UNKNOWN
+    # (for A/B to decide), never a FAIL of code that did not change.
     base = with_reference(bundle(1), 0.010)
     base.history = [
-        {"p50": {"1": {"step_time_s": 0.1, "step_time_per_reference": r}}} for r in (9.9, 10, 10.1)
+        {"p50": {"1": {"mean_step_time_s": 0.1 * f, "mean_step_time_per_reference": 10 * f}}}
+        for f in (0.99, 1.0, 1.01)
     ]
     current = with_reference(bundle(2, step_s=0.12, step_s_ws2=0.132), 0.012)
     row = next(c for c in compare(base, current, Tolerances()).checks if c.name == "tokens/s (ws=1)")
-    assert row.status == "PASS"
-    assert "raw p50 -16.9%, drift-reference kernel time +20.0% (the host)" in row.note
+    assert row.status == "UNKNOWN"
+    assert "drift-corrected figure PASSes but the raw one does not (FAIL" in row.note
+    assert "a PASS needs both" in row.note
+    assert "decided on the drift-corrected mean over 3 earlier runs" in row.note
+    assert "raw -16.9%, drift-reference kernel time +20.0% (the host)" in row.note
+
+
+def test_compare_same_host_speed_passes_on_the_drift_corrected_figure() -> None:
+    # The same speed and the same reference time: both figures PASS, so the row PASSes.
+    base = with_reference(bundle(1), 0.010)
+    base.history = [
+        {"p50": {"1": {"mean_step_time_s": 0.1 * f, "mean_step_time_per_reference": 10 * f}}}
+        for f in (0.99, 1.0, 1.01)
+    ]
+    current = with_reference(bundle(2), 0.010)
+    row = next(c for c in compare(base, current, Tolerances()).checks if c.name == "tokens/s (ws=1)")
+    assert row.status == "PASS", row.note
+    assert "decided on the drift-corrected mean over 3 earlier runs" in row.note
 
 
 def test_compare_without_baseline_reports_new_and_passes() -> None:
@@ -239,11 +264,18 @@ def test_compare_skips_eval_run_on_another_device() -> None:
 
 
 def test_scaling_efficiency_is_throughput_ratio_over_n() -> None:
+    # As bench.py writes them: 10 tokens per rank per step, 0.1 s steps at ws=1 and 0.1333 s at ws=4.
     metrics = {
-        1: {"samples": {"tokens_per_s": [100.0, 100.0, 100.0]}},
-        4: {"samples": {"tokens_per_s": [300.0, 300.0, 300.0]}},
+        1: {"tokens_per_step_global": 10, "samples": {"tokens_per_s": [100.0] * 3, "step_time_s": [0.1] * 3}},
+        4: {
+            "tokens_per_step_global": 40,
+            "samples": {"tokens_per_s": [300.0] * 3, "step_time_s": [0.4 / 3] * 3},
+        },
     }
     assert scaling_efficiency(metrics) == (4, pytest.approx(0.75))
+    # One ws=4 step in three twice as slow: tokens/s at 4 falls by a quarter, and so does the efficiency.
+    metrics[4]["samples"]["step_time_s"] = [0.4 / 3, 0.4 / 3, 0.8 / 3]
+    assert scaling_efficiency(metrics) == (4, pytest.approx(0.75 * 0.75))
     assert scaling_efficiency({1: metrics[1]}) is None
 
 
@@ -288,6 +320,28 @@ def test_apply_ab_replaces_the_screen_row_and_decides_the_verdict() -> None:
     assert decided.verdict == "PASS"
     assert apply_ab(screened, ab_outcome("FAIL", -12.0), Tolerances(), ABConfig()).exit_code == 1
     assert apply_ab(screened, ab_outcome("UNKNOWN", -4.0), Tolerances(), ABConfig()).exit_code == 4
+
+
+def test_apply_ab_reads_the_p50_rates_of_ab_files_saved_before_whole_round_rates() -> None:
+    from benchgate.config import ABConfig
+
+    screened = compare(bundle(1), bundle(2, step_s=0.12), Tolerances())
+    row = apply_ab(screened, ab_outcome("FAIL", -12.0), Tolerances(), ABConfig()).timing(1)
+    assert row is not None and (row.baseline, row.current) == (5120.0, pytest.approx(5120.0 * 0.88))
+
+
+def test_timing_rows_show_tokens_per_s_over_the_capped_mean_step_time() -> None:
+    from benchgate.verdict.screen import mean_step_time
+
+    base, current = bundle(1), bundle(2)
+    times = current.metrics[1]["samples"]["step_time_s"]
+    times[::5] = [t * 1.5 for t in times[::5]]  # every 5th step 50% slower: tokens/s -9%, its p50 ~0
+    current.metrics[1]["samples"]["tokens_per_s"] = [512 / t for t in times]
+    row = compare(base, current, Tolerances()).timing(1)
+    assert row is not None
+    assert row.baseline == pytest.approx(512 / mean_step_time(base.metrics[1]["samples"]["step_time_s"]))
+    assert row.current == pytest.approx(512 / mean_step_time(times))
+    assert row.change == pytest.approx(-9.1, abs=1.0) and row.status == "FAIL"
 
 
 def test_without_a_reachable_baseline_nothing_is_new() -> None:
@@ -392,7 +446,9 @@ def test_compare_with_history_too_noisy_for_floats_is_unknown_and_reads_back(tmp
     interval's upper bound leaves float range. The row is UNKNOWN, not an OverflowError, and the bound
     is stored as null (JSON has no Infinity)."""
     baseline = bundle(1)
-    baseline.history = [{"p50": {"1": {"step_time_s": s}, "2": {"step_time_s": s}}} for s in (1e-6, 1.0, 1e6)]
+    baseline.history = [
+        {"p50": {"1": {"mean_step_time_s": s}, "2": {"mean_step_time_s": s}}} for s in (1e-6, 1.0, 1e6)
+    ]
     comparison = compare(baseline, bundle(2), Tolerances(confidence=0.9999))
     timing = comparison.timing(1)
     assert timing is not None and timing.status == "UNKNOWN" and timing.ci_high == float("inf")

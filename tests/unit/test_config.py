@@ -15,7 +15,9 @@ def test_config_defaults_are_valid_and_match_the_documented_tolerances() -> None
     tol = config.gate.tolerances
     assert (tol.throughput_drop_pct, tol.memory_increase_pct) == (5, 10)
     ab = config.gate.ab
-    assert (ab.min_rounds, ab.max_rounds, ab.max_seconds) == (4, 12, 600)
+    assert (ab.min_rounds, ab.max_rounds, ab.max_seconds) == (4, 27, 600)
+    assert (ab.min_measured_s, ab.pin_cores) == (2.0, True)
+    assert config.gate.on_unknown == "fail"
     assert (tol.perplexity_increase_pct, tol.probe_accuracy_drop_points) == (1.5, 2)
     assert tol.scaling_efficiency_drop_points == 5
     assert config.bench.workload == "benchgate.workloads.gpt:make_workload"

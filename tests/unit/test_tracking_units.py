@@ -142,14 +142,35 @@ def test_history_from_runs_reads_back_the_figures_the_parent_run_logs() -> None:
     assert [row["commit"] for row in rows] == ["a" * 40, "b" * 40]  # oldest first
     assert rows[0]["p50"] == {"1": {"tokens_per_s": 100.0, "step_time_s": pytest.approx(0.64)}}
     p50 = rows[1]["p50"]
-    # Ratios 10, 10, 30: median 10; the same keys as the directory store's history.json.
+    # Ratios 10, 10, 30: median 10; the same keys as the directory store's history.json. The mean
+    # step time 0.2 s over the mean reference 0.04/3 s: 15.
     assert p50["1"] == {
         "tokens_per_s": pytest.approx(320.0),
         "step_time_s": pytest.approx(0.2),
         "step_time_per_reference": pytest.approx(10.0),
+        "mean_step_time_s": pytest.approx(0.2),
+        "mean_step_time_per_reference": pytest.approx(15.0),
     }
-    assert p50["2"] == {"tokens_per_s": pytest.approx(640.0), "step_time_s": pytest.approx(0.2)}
+    assert p50["2"] == {
+        "tokens_per_s": pytest.approx(640.0),
+        "step_time_s": pytest.approx(0.2),
+        "mean_step_time_s": pytest.approx(0.2),
+    }
     assert rows[1]["created_unix"] == 2000.0 and rows[1]["mlflow_run_id"] == f"run-{'b' * 40}"
+
+
+def test_history_from_runs_gives_the_screen_its_mean_figures_not_the_p50s() -> None:
+    # One 6x step in four: mean 0.225 s, p50 0.1 s; the reference's mean 0.015 s.
+    run = Bundle(
+        path=Path("/r"),
+        env={"machine_profile": "p"},
+        metrics={1: bench_metrics(1, [0.1, 0.1, 0.1, 0.6], [0.01, 0.01, 0.02, 0.02])},
+    )
+    rows = tracking_read.history_from_runs([logged_run(run_figures(run), 1_000_000, "d" * 40)])
+    figures = rows[0]["p50"]["1"]
+    assert figures["step_time_s"] == pytest.approx(0.1)
+    assert figures["mean_step_time_s"] == pytest.approx(0.225)
+    assert figures["mean_step_time_per_reference"] == pytest.approx(15.0)
 
 
 def test_history_point_keeps_logged_mfu_in_percent() -> None:

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from benchgate.verdict.ab import decide, look_level, look_rounds, round_change
+from benchgate.verdict.ab import STALL_CAP, decide, look_level, look_rounds, round_change
 from benchgate.verdict.screen import MIN_HISTORY, screen
 
 TOL, CONF, MIN_ROUNDS, MAX_ROUNDS = 5.0, 0.95, 4, 12
@@ -49,8 +49,14 @@ def test_ab_budget_of_time_ends_in_unknown_not_a_guess() -> None:
     decision = decide(rounds(-5, 1, 5), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS, out_of_time=True)
     assert decision.status == "UNKNOWN"
     assert "time budget" in decision.reason
-    # Out of time between looks, the last round is looked at: a clear answer is not thrown away.
-    assert decide(rounds(-20, 1, 5), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS, out_of_time=True).status == "FAIL"
+    # Out of time between looks, no look is taken, however clear the rounds seem: an unplanned look
+    # would spend error budget the calibrated level does not have (the run can be resumed instead).
+    between = decide(rounds(-20, 1, 5), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS, out_of_time=True)
+    assert between.status == "UNKNOWN" and "time budget" in between.reason
+    # At a planned look a clear answer is not thrown away; an unclear one is UNKNOWN for the budget.
+    assert decide(rounds(-20, 1, 6), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS, out_of_time=True).status == "FAIL"
+    at_look = decide(rounds(-5, 1, 6), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS, out_of_time=True)
+    assert at_look.status == "UNKNOWN" and "time budget" in at_look.reason
     assert decide(rounds(-5, 1, 1), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS, out_of_time=True).status == "UNKNOWN"
 
 
@@ -66,20 +72,32 @@ def test_ab_reports_the_interval_and_minimum_detectable_effect() -> None:
     assert noisier.mde_pct is not None and noisier.mde_pct > decision.mde_pct
 
 
-def test_ab_looks_are_sparse_and_alpha_is_split_over_them() -> None:
+def test_ab_looks_are_sparse_and_alpha_is_spent_over_them() -> None:
     assert look_rounds(4, 12) == [4, 6, 9, 12]
+    assert look_rounds(4, 27) == [4, 6, 9, 14, 21, 27]
     assert look_rounds(3, 5) == [3, 5]
     assert look_rounds(4, 4) == [4]
-    assert look_level(0.95, 4, 12) == pytest.approx(1 - 0.05 / 4)
+    # Calibrated over the looks: stricter than one look, laxer than Bonferroni (the looks share rounds).
+    for max_rounds, looks in ((12, 4), (27, 6)):
+        level = look_level(0.95, 4, max_rounds)
+        assert 0.95 < level < 1 - 0.05 / looks
+    assert look_level(0.95, 4, 12) < look_level(0.95, 4, 27)  # more looks, stricter each
     assert look_level(0.95, 4, 4) == pytest.approx(0.95)
 
 
-def test_round_change_is_the_median_paired_log_ratio() -> None:
-    base = [0.100, 0.101, 0.300, 0.100]  # one stalled base step does not move the median
+def test_round_change_is_the_log_ratio_of_total_times() -> None:
+    base = [0.100, 0.101, 0.300, 0.100]  # a slow base step counts in full (below the stall cap)
     cand = [0.110, 0.111, 0.110, 0.110]
-    assert round_change(base, cand) == pytest.approx(math.log(0.1005 / 0.11), abs=0.01)
+    assert round_change(base, cand) == pytest.approx(math.log(sum(base) / sum(cand)), rel=1e-12)
+    assert round_change(base, cand) > 0  # the candidate's total time is shorter: it is faster
+    # A stall beyond STALL_CAP x the pooled median counts as that cap, no more.
+    stalled = [0.1, 0.1, 0.1, 0.1 * 50]
+    capped = [0.1, 0.1, 0.1, 0.1 * STALL_CAP]
+    assert round_change([0.1] * 4, stalled) == pytest.approx(math.log(0.4 / sum(capped)))
     with pytest.raises(ValueError, match="as many base as candidate steps"):
         round_change([0.1], [0.1, 0.2])
+    with pytest.raises(ValueError, match="as many base as candidate steps"):
+        round_change([], [])
 
 
 def samples(step_s: float, n: int = 40, reference_s: float | None = None) -> dict[str, list[float]]:
@@ -91,7 +109,8 @@ def samples(step_s: float, n: int = 40, reference_s: float | None = None) -> dic
 
 
 def history(*step_s: float) -> list[dict[str, float]]:
-    return [{"step_time_s": s} for s in step_s]
+    """Earlier runs' figures as baseline._run_p50s records them (the screen reads the mean)."""
+    return [{"step_time_s": s, "mean_step_time_s": s} for s in step_s]
 
 
 @pytest.mark.parametrize(
@@ -112,15 +131,29 @@ def test_screen_decision_table(current_s: float, past: list[dict[str, float]], s
 
 def test_screen_uses_drift_corrected_figures_when_both_runs_timed_the_reference() -> None:
     past = [
-        {"step_time_s": s, "step_time_per_reference": 10.0 + d}
+        {"mean_step_time_s": s, "mean_step_time_per_reference": 10.0 + d}
         for s, d in ((0.08, 0.1), (0.1, 0), (0.12, -0.1))
     ]
-    # The host slowed by 20% and the steps with it: the code did not change.
+    # The host slowed by 20% and the steps with it: the code did not change. The drift-corrected
+    # figure decides and PASSes, but the raw one (20% noise) cannot: a PASS needs both.
     result = screen(samples(0.1, reference_s=0.01), samples(0.12, reference_s=0.012), past, TOL, CONF)
-    assert result.figure == "drift-corrected p50"
-    assert result.status == "PASS"
+    assert result.figure == "drift-corrected mean"
+    assert result.status == "UNKNOWN"
+    assert "a PASS needs both" in result.reason and "UNKNOWN" in result.reason
+    assert result.change_pct == pytest.approx(0.0, abs=0.01)
     assert result.host_change_pct == pytest.approx(20.0)
     assert result.noise_pct == pytest.approx(100 * 0.01, rel=0.05)
+    # With a quiet raw history, the same host at the same speed PASSes on both figures.
+    quiet = [{"mean_step_time_s": 0.1 * f, "mean_step_time_per_reference": 10 * f} for f in (0.99, 1, 1.01)]
+    same = screen(samples(0.1, reference_s=0.01), samples(0.1, reference_s=0.01), quiet, TOL, CONF)
+    assert (same.figure, same.status) == ("drift-corrected mean", "PASS")
+
+
+def test_screen_reads_the_mean_figures_not_the_p50s_of_older_history() -> None:
+    # History recorded before the mean figures existed gives no noise for the mean: UNKNOWN.
+    past = [{"step_time_s": s, "step_time_per_reference": 10 * s} for s in (0.099, 0.1, 0.101)]
+    result = screen(samples(0.1, reference_s=0.01), samples(0.1, reference_s=0.01), past, TOL, CONF)
+    assert (result.status, result.figure, result.history_runs) == ("UNKNOWN", "mean", 0)
 
 
 def test_screen_interval_too_wide_for_floats_is_unknown_not_an_overflow() -> None:

@@ -37,7 +37,13 @@ from benchgate.kfp.tasks import ERROR_FILE
 from benchgate.launch import default_world_sizes, visible_gpus
 from benchgate.progress import MarkerRelay, Reporter, SilentReporter
 from benchgate.publish import TRACKING_FILE
-from benchgate.source import resolve_local_ref, validate_branch, validate_commit, validate_repository
+from benchgate.source import (
+    local_repository,
+    resolve_local_ref,
+    validate_branch,
+    validate_commit,
+    validate_repository,
+)
 
 PIPELINE_DIR = "pipeline"
 
@@ -112,7 +118,8 @@ def run_gate(
     Without `commit` the tasks benchmark the code importable here; with it (a full SHA of `repository`)
     each task fetches that commit first, exactly as on a cluster. `base` is any git ref of the local
     repository: resolved once to a SHA, it is the A side of an A/B decision wherever the screen does
-    not PASS (the candidate is `commit`, or else the working tree).
+    not PASS or there is no stored baseline (the candidate is `commit`, or else the working tree).
+    Without `base`, the baseline run's commit is the A side where this repository has it.
     """
     # Bad input is rejected before the previous run's results are cleared.
     if commit:
@@ -125,8 +132,12 @@ def run_gate(
         refuse_credentials(environment_uri, "MLFLOW_TRACKING_URI", MLFLOW_INSTEAD)
     base_commit = ""
     if base:
-        base_commit, local_repository = resolve_local_ref(base, Path.cwd())
-        repository = repository or local_repository
+        base_commit, here = resolve_local_ref(base, Path.cwd())
+        repository = repository or here
+    elif not commit and not repository:
+        # The repository the working tree belongs to: where the baseline run's commit is looked for, the
+        # A/B base by default (kfp.tasks._base_commit), so a changed tree is decided, not UNKNOWN.
+        repository = local_repository(Path.cwd())
     arguments = pipeline_arguments(config)
     timed = _TimedReporter(reporter or SilentReporter())
     out_path = Path(config.out).resolve()

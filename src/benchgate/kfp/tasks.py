@@ -130,6 +130,7 @@ def env_task(
     commits, each world size against this machine's devices, and the workload's contract (its import,
     factory and members, and one real training step: `stages.stage_check_workload`).
     """
+    from benchgate.fingerprint import capture_fingerprints
     from benchgate.kfp.params import config_from_parameters
     from benchgate.launch import check_world_size
     from benchgate.publish import RUN_FILE
@@ -159,6 +160,9 @@ def env_task(
         env = stage_env(out, cwd=root, branch=validate_branch(branch) if branch else None)
         env["source"] = source
         env["base"] = base
+        # What A/B holds fixed on both sides (benchgate, packages, bench settings): recorded with every
+        # run, and so with every baseline, so the gate can tell when a change is invisible to A/B.
+        env["fingerprints"] = capture_fingerprints(config)
         write_json(out / "env.json", env)
         write_json(out / "config.json", config.model_dump(mode="json"))
         write_json(out / RUN_FILE, run_record(kfp_run_id, kfp_run_name))
@@ -271,7 +275,8 @@ def compare_task(
             tracking_state = refresh_baseline(config, out)
             comparison, _, baseline = stage_compare(config, out, tracking_state)
         base_commit = _base_commit(env, baseline)
-        worlds = worlds_for_ab(comparison, baseline, bool(base_commit))
+        explicit = bool((env.get("base") or {}).get("commit"))
+        worlds = worlds_for_ab(comparison, baseline, bool(base_commit), explicit)
         publish_verdict(out, verdict_markdown, figures)
         if worlds and baseline is not None and config.gate.baseline_dir != configured.gate.baseline_dir:
             hand_over_baseline(baseline.path, out)  # the A/B task's pod starts with an empty store
@@ -282,14 +287,20 @@ def compare_task(
 
 
 def _base_commit(env: dict[str, Any], baseline: Any) -> str:
-    """The base code for A/B: the base_commit parameter, else the baseline run's commit when it is in the
-    run's repository and is not the candidate itself; "" when there is none to check out."""
+    """The base code for A/B: the base_commit parameter, else the baseline run's commit when the run's
+    repository has it and it is not the candidate itself; "" when there is none to check out.
+
+    A local run's repository is the one it runs in (`benchgate run` passes it): its candidate is the
+    working tree, so the baseline's own commit is a base too when the tree has changed since."""
+    from benchgate.source import has_commit
+
     explicit = (env.get("base") or {}).get("commit", "")
     if explicit:
         return str(explicit)
     source = env.get("source") or {}
+    repository = source.get("repository", "")
     recorded = (baseline.env.get("git", {}) if baseline is not None else {}).get("commit") or ""
-    if source.get("repository") and recorded and recorded != source.get("commit"):
+    if repository and recorded and recorded != source.get("commit") and has_commit(repository, recorded):
         return str(recorded)
     return ""
 

@@ -4,8 +4,10 @@ Two launches of identical code on one host differ by several percent, well beyon
 within one launch suggest (docs/benchmarks.md), so per-step tests (Mann-Whitney over steps) call
 that difference significant. The screen therefore judges run-level figures by run-level noise:
 
-    figure   x = -log(p50 step time), or -log(p50 of step time / drift reference) when both runs timed
-             the reference kernel (bench.drift_reference) and the history has that figure too
+    figure   x = -log(mean step time): tokens/s, which a slowdown of a minority of steps moves in full
+             (each step capped at verdict.ab.STALL_CAP times the run's median step, as in A/B), and
+             -log(mean step time / mean drift reference) when both runs timed the reference kernel
+             (bench.drift_reference) and the history has that figure too
     change   d = x(current) - x(baseline): the log of the throughput ratio
     noise    s = the standard deviation of x over the profile's earlier baseline runs (history.json)
     bounds   d +- t(confidence, n - 1) * s * sqrt(2): one-sided bounds at the configured confidence (the
@@ -14,6 +16,9 @@ that difference significant. The screen therefore judges run-level figures by ru
     FAIL     the upper bound is below -tolerance: slower beyond tolerance, with confidence
     PASS     the lower bound is above -tolerance: within tolerance, with confidence
     UNKNOWN  otherwise, or fewer than MIN_HISTORY earlier runs (the noise is not known)
+
+Where both figures can be judged, the drift-corrected one decides, and a PASS stands only where the
+raw figure PASSes too: a host that sped up during the candidate's run must not excuse its code.
 
 Nothing here can excuse a change that the measured noise does not explain: a change is never called
 "within noise" while the interval lies beyond the tolerance. Where the screen is UNKNOWN (or FAILs)
@@ -29,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from benchgate import stats
+from benchgate.verdict.ab import STALL_CAP
 
 MIN_HISTORY = 3
 ScreenStatus = Literal["PASS", "FAIL", "UNKNOWN"]
@@ -42,7 +48,7 @@ class ScreenResult:
     ci_high_pct: float | None
     noise_pct: float | None  # run-to-run standard deviation measured over the history
     history_runs: int
-    figure: str  # which run-level figure decided: "drift-corrected p50" or "p50"
+    figure: str  # which run-level figure decided: "drift-corrected mean" or "mean"
     host_change_pct: float | None  # the drift reference's change: how much the host itself slowed
     reason: str
 
@@ -51,12 +57,19 @@ def _p50(values: Sequence[float]) -> float:
     return stats.percentile(values, 50)
 
 
-def _corrected_p50(samples: dict[str, Any]) -> float | None:
+def mean_step_time(steps: Sequence[float]) -> float:
+    """The run's time per step as tokens/s sees it: the mean, each step capped at STALL_CAP x the median."""
+    cap = STALL_CAP * _p50(steps)
+    return statistics.fmean(min(t, cap) for t in steps)
+
+
+def corrected_mean(samples: dict[str, Any]) -> float | None:
+    """Mean step time in units of the mean drift reference, None where the run did not time it."""
     ref = samples.get("reference_s")
     steps = samples["step_time_s"]
-    if not ref or len(ref) != len(steps):
+    if not ref or len(ref) != len(steps) or not all(r > 0 for r in ref):
         return None
-    return _p50([t / r for t, r in zip(steps, ref, strict=True)])
+    return mean_step_time(steps) / statistics.fmean(ref)
 
 
 def _log_ratio(a: float, b: float) -> float:
@@ -82,9 +95,22 @@ def _percent(log_ratio: float) -> float:
 def rule_text(tolerance_pct: float, confidence: float) -> str:
     return (
         f"screen vs the stored baseline: FAIL if the one-sided {confidence:.0%} upper bound of the "
-        f"run-level tokens/s change (t over the noise of >= {MIN_HISTORY} earlier baseline runs) is below "
-        f"-{tolerance_pct:g}%, PASS if the {confidence:.0%} lower bound is above it; else UNKNOWN"
+        f"run-level tokens/s change (mean step time; t over the noise of >= {MIN_HISTORY} earlier baseline "
+        f"runs) is below -{tolerance_pct:g}%, PASS if the {confidence:.0%} lower bound is above it (raw and "
+        "drift-corrected alike); else UNKNOWN"
     )
+
+
+def _judge(
+    d: float, past: Sequence[float], tolerance_pct: float, confidence: float
+) -> tuple[ScreenStatus, float, float, float]:
+    """(status, low, high, noise) of a log change `d` judged by the spread of `past` run-level figures."""
+    noise = statistics.stdev(math.log(x) for x in past)
+    half = stats.t_quantile(confidence, len(past) - 1) * noise * math.sqrt(2.0)
+    low, high = d - half, d + half
+    limit = math.log1p(-tolerance_pct / 100.0)
+    status: ScreenStatus = "FAIL" if high < limit else "PASS" if low > limit else "UNKNOWN"
+    return status, low, high, noise
 
 
 def screen(
@@ -95,38 +121,46 @@ def screen(
     confidence: float,
 ) -> ScreenResult:
     """Screen one world size. `base`/`current` are the samples of metrics-ws<N>.json; `history` holds the
-    earlier baseline runs' run-level figures at this world size (step_time_s, step_time_per_reference)."""
-    base_corr, cur_corr = _corrected_p50(base), _corrected_p50(current)
-    corrected_history = [h["step_time_per_reference"] for h in history if h.get("step_time_per_reference")]
-    use_corrected = base_corr is not None and cur_corr is not None and len(corrected_history) >= MIN_HISTORY
-    if use_corrected:
-        assert base_corr is not None and cur_corr is not None
-        figure, base_x, cur_x, past = "drift-corrected p50", base_corr, cur_corr, corrected_history
-    else:
-        past = [h["step_time_s"] for h in history if h.get("step_time_s")]
-        figure, base_x, cur_x = "p50", _p50(base["step_time_s"]), _p50(current["step_time_s"])
-    d = _log_ratio(base_x, cur_x)
-    change = _percent(d)
+    earlier baseline runs' run-level figures at this world size (mean_step_time_s, and
+    mean_step_time_per_reference where the run timed the drift reference)."""
+    raw_past = [h["mean_step_time_s"] for h in history if h.get("mean_step_time_s")]
+    raw_d = _log_ratio(mean_step_time(base["step_time_s"]), mean_step_time(current["step_time_s"]))
+    base_corr, cur_corr = corrected_mean(base), corrected_mean(current)
+    corrected_past = [
+        h["mean_step_time_per_reference"] for h in history if h.get("mean_step_time_per_reference")
+    ]
+    use_corrected = base_corr is not None and cur_corr is not None and len(corrected_past) >= MIN_HISTORY
     host = None
     if base.get("reference_s") and current.get("reference_s"):
         host = stats.relative_change_pct(_p50(base["reference_s"]), _p50(current["reference_s"]))
+    if use_corrected:
+        assert base_corr is not None and cur_corr is not None
+        figure, d, past = "drift-corrected mean", _log_ratio(base_corr, cur_corr), corrected_past
+    else:
+        figure, d, past = "mean", raw_d, raw_past
+    change = _percent(d)
     if len(past) < MIN_HISTORY:
         reason = f"run-to-run noise unknown ({len(past)} of {MIN_HISTORY} earlier baseline runs)"
         return ScreenResult("UNKNOWN", change, None, None, None, len(past), figure, host, reason)
-    noise = statistics.stdev(math.log(x) for x in past)
-    half = stats.t_quantile(confidence, len(past) - 1) * noise * math.sqrt(2.0)
-    low, high = d - half, d + half
-    limit = math.log1p(-tolerance_pct / 100.0)
-    if high < limit:
-        status: ScreenStatus = "FAIL"
+    status, low, high, noise = _judge(d, past, tolerance_pct, confidence)
+    if status == "FAIL":
         reason = f"slower beyond -{tolerance_pct:g}% with confidence"
-    elif low > limit:
-        status, reason = "PASS", f"within -{tolerance_pct:g}% with confidence"
+    elif status == "PASS":
+        reason = f"within -{tolerance_pct:g}% with confidence"
     else:
-        status = "UNKNOWN"
         reason = (
             f"the interval straddles -{tolerance_pct:g}%: run-to-run noise {100 * noise:.1f}% is too large"
         )
+    if status == "PASS" and use_corrected:
+        raw_status = (
+            _judge(raw_d, raw_past, tolerance_pct, confidence)[0] if len(raw_past) >= MIN_HISTORY else None
+        )
+        if raw_status != "PASS":
+            status = "UNKNOWN"
+            reason = (
+                f"the drift-corrected figure PASSes but the raw one does not ({raw_status or 'no history'}, "
+                f"{_percent(raw_d):+.1f}%): a PASS needs both"
+            )
     return ScreenResult(
         status,
         change,

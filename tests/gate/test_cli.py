@@ -209,7 +209,7 @@ def test_cli_compare_of_identical_runs_without_noise_history_is_unknown_exit_4(t
 
 def test_cli_compare_of_identical_runs_with_quiet_history_passes(tmp_path: Path) -> None:
     base = _fake_run(tmp_path / "base", "cpu-X-x2_torch2.13.0")
-    runs = [{"p50": {"1": {"step_time_s": s}}} for s in (0.0995, 0.1, 0.1005)]
+    runs = [{"p50": {"1": {"step_time_s": s, "mean_step_time_s": s}}} for s in (0.0995, 0.1, 0.1005)]
     (base / "history.json").write_text(json.dumps({"runs": runs}))
     result = benchgate("compare", str(base), "--baseline", str(base), cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -6,11 +6,16 @@ harness imports the workload from there (benchgate.ab_runner.Side.source_paths).
 
     python benchmarks/power.py noise      [--rounds 12]   between-launch noise: A/A rounds and plain
                                                           back-to-back launches, gpt-tiny and fast-step
-    python benchmarks/power.py record-aa  [--rounds 200]  real A/A rounds, saved for resampling
-    python benchmarks/power.py resample   [--trials 20000] the A/B rule's error rates from those rounds
+    python benchmarks/power.py resample   [--trials 10000] [--pools pool-stack70.json,...]  the rule's
+                                          error rates: slowdowns injected into recorded pinned rounds
     python benchmarks/power.py power      [--trials 6] [--tolerance 5] [--levels 0,3,5,10,20]
                                           [--modes screen,ab]  real decisions per level and mode,
                                                           interleaved in random order
+    python benchmarks/power.py record-pool [--rounds 30] [--layers 100] [--steps 90] [--pin on,off]
+                                          A/A rounds keeping every step, pinned and unpinned interleaved
+    python benchmarks/power.py decisions  [--trials 3]    whole A/B decisions against real slower
+                                          commits, uniform and intermittent (1 step in 5), random order
+    python benchmarks/power.py gpt-tiny-time [--trials 3] A/A decision time of gpt-tiny at ws=1 and 2
     python benchmarks/power.py outage     [--trials 3] [--levels 0,10,20]  whole gate runs with MLflow
                                           unreachable and no cached baseline (a pod without a volume):
                                           the verdict now, and what the rule before it said (all NEW)
@@ -242,15 +247,6 @@ def cmd_noise(args: argparse.Namespace) -> None:
     write_json(RESULTS / f"noise-{'-'.join(sorted(report))}.json", report)
 
 
-def cmd_record_aa(args: argparse.Namespace) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        side = checkout(root, "stack", 0)
-        config = base_config(root)
-        rounds = _aa_rounds(config, root, side, side, args.rounds, "aa")
-    write_json(RESULTS / "aa-rounds.json", {"workload": f"layer stack, {LAYERS} layers", "rounds": rounds})
-
-
 def cmd_record_pool(args: argparse.Namespace) -> None:
     """A/A rounds with every step's time kept, for each setting in --pin (on, off), interleaved."""
     settings = args.pin.split(",")
@@ -353,6 +349,48 @@ RESAMPLE_LEVELS = [
     (-0.05, 5),
     (-0.10, 5),
 ]
+
+
+def cmd_gpt_tiny_time(args: argparse.Namespace) -> None:
+    """How long an A/B decision of gpt-tiny takes per world size (A/A, the shipped rule and budget)."""
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        side = Side("gpt-tiny")
+        config = base_config(root, "benchgate.workloads.gpt:make_workload")
+        step_s = {}
+        for ws in (1, 2):
+            probe = read_json(run_bench(config, ws, root / f"probe{ws}"))["samples"]["step_time_s"]
+            step_s[ws] = statistics.median(probe)
+        for i in range(args.trials):
+            for ws in (1, 2):
+                started = time.monotonic()
+                d = run_ab(config, ws, root / f"ab{i}-{ws}", side, side, step_s=step_s[ws]).decision
+                seconds = time.monotonic() - started
+                results.append(
+                    {
+                        "world_size": ws,
+                        "status": d.status,
+                        "rounds": d.rounds,
+                        "seconds": seconds,
+                        "change_pct": d.change_pct,
+                        "round_sd_pct": d.round_sd_pct,
+                        "mde_pct": d.mde_pct,
+                    }
+                )
+                print(
+                    f"gpt-tiny ws={ws}: {d.status} after {d.rounds} rounds in {seconds:.0f} s, change "
+                    f"{d.change_pct:+.2f}%, round sd {d.round_sd_pct}, MDE {d.mde_pct}",
+                    flush=True,
+                )
+                write_json(RESULTS / "gpt-tiny-time.json", {"step_s": step_s, "trials": results})
+    for ws in (1, 2):
+        rows = [r for r in results if r["world_size"] == ws]
+        print(
+            f"  ws={ws}: step {1e3 * step_s[ws]:.1f} ms; decision time median "
+            f"{statistics.median(r['seconds'] for r in rows):.0f} s over {len(rows)} A/A decisions "
+            f"({', '.join(r['status'] for r in rows)})"
+        )
 
 
 def cmd_resample(args: argparse.Namespace) -> None:
@@ -576,7 +614,6 @@ def main() -> None:
     noise = sub.add_parser("noise")
     noise.add_argument("--rounds", type=int, default=12)
     noise.add_argument("--workloads", default="", help="fast-step, gpt-tiny (default: both)")
-    sub.add_parser("record-aa").add_argument("--rounds", type=int, default=200)
     pool = sub.add_parser("record-pool")
     pool.add_argument("--rounds", type=int, default=30)
     pool.add_argument("--layers", type=int, default=LAYERS)
@@ -586,6 +623,7 @@ def main() -> None:
     resample.add_argument("--trials", type=int, default=10000)
     resample.add_argument("--pools", default="pool-stack70.json,pool-stack350.json")
     sub.add_parser("decisions").add_argument("--trials", type=int, default=3)
+    sub.add_parser("gpt-tiny-time").add_argument("--trials", type=int, default=3)
     power = sub.add_parser("power")
     power.add_argument("--trials", type=int, default=6)
     power.add_argument("--tolerance", type=float, default=5.0)
@@ -596,9 +634,10 @@ def main() -> None:
     outage.add_argument("--levels", default="0,10,20", help="e.g. 0,10")
     args = parser.parse_args()
     RESULTS.mkdir(exist_ok=True)
-    commands = {"noise": cmd_noise, "record-aa": cmd_record_aa, "resample": cmd_resample}
+    commands = {"noise": cmd_noise, "resample": cmd_resample}
     commands["record-pool"] = cmd_record_pool
     commands["decisions"] = cmd_decisions
+    commands["gpt-tiny-time"] = cmd_gpt_tiny_time
     commands.update(power=cmd_power, outage=cmd_outage)
     commands[args.command](args)
 

@@ -122,3 +122,24 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
+
+
+# Small A/B rounds so that a decision takes a few rounds of a few seconds each.
+REPO_AB_CONFIG = "[gate.ab]\nsteps = 12\nwarmup = 2\nmin_rounds = 3\nmax_rounds = 5\n"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A fresh repository on main whose results, stores and config files are ignored, so that its tree
+    stays clean across runs (a clean tree is what lets a run count as the baseline's own code)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for args in (
+        ["init", "-q", "-b", "main"],
+        ["config", "user.email", "ci@example.com"],
+        ["config", "user.name", "CI"],
+    ):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+    (repo / ".gitignore").write_text("out*/\nbaselines/\n.benchgate/\n*.toml\n")
+    (repo / "bench.toml").write_text(REPO_AB_CONFIG)
+    return repo

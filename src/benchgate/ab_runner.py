@@ -161,6 +161,9 @@ def run_round(
         **round_diagnostics(a["step_time_s"], b["step_time_s"]),
         "base_tokens_per_s": _rate(a),
         "candidate_tokens_per_s": _rate(b),
+        # CPU each side used while idle, as a share of the other side's measured time (ab.IDLE_CPU_FLAG).
+        "base_idle_cpu_share": float(a.get("idle_cpu_s", 0.0)) / sum(b["step_time_s"]),
+        "candidate_idle_cpu_share": float(b.get("idle_cpu_s", 0.0)) / sum(a["step_time_s"]),
         "base_p50_s": stats.percentile(a["step_time_s"], 50),
         "candidate_p50_s": stats.percentile(b["step_time_s"], 50),
         "base_tokens_per_s_p50": stats.percentile(a["tokens_per_s"], 50),

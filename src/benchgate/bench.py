@@ -210,6 +210,8 @@ def run_worker(
     timer = StepTimer(device, bench.steps)
     reference = DriftReference() if bench.drift_reference and device.type == "cpu" else None
     tracking = config.tracking
+    if turns is not None:
+        turns.idle_cpu_s = 0.0  # the measured steps' waits only
     with sampling(rank == 0 and tracking.enabled and tracking.system_metrics) as sampler:
         losses = _run_steps(trainer, bench.steps, timer, rank == 0, reference, turns)
     if turns is not None:
@@ -222,6 +224,7 @@ def run_worker(
             "losses": losses,
             "rss": rss_bytes,
             "reference": reference.seconds if reference else [],
+            "idle_cpu": turns.idle_cpu_s if turns is not None else None,
         },
         world_size,
     )
@@ -243,6 +246,9 @@ def run_worker(
         "loss": mean_loss,
         "step_time_s_per_rank": [g["times"] for g in gathered],
     }
+    if turns is not None:
+        # Summed over ranks: how much CPU this side used while the other side's steps were timed.
+        samples["idle_cpu_s"] = sum(g["idle_cpu"] for g in gathered)
     if reference is not None:
         # The host's speed at each step, as the mean over ranks of the reference kernel's time.
         samples["reference_s"] = [

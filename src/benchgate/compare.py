@@ -476,6 +476,12 @@ def _spread_notes(rounds: list[dict[str, Any]]) -> list[str]:
     notes = []
     if medians:
         notes.append(f"median step {100 * math.expm1(statistics.fmean(medians)):+.1f}% (diagnostic)")
+    busy, worst = ab.idle_cpu_rounds(rounds)
+    if busy:
+        notes.append(
+            f"the idle side used CPU in {busy} of {len(rounds)} rounds (up to {worst:.0%} of the measured "
+            "side's time): a background thread competed with the timed steps"
+        )
     spread = ab.concentration(rounds)
     if spread is not None:
         share, uniform = spread

@@ -37,13 +37,18 @@ class TurnClient:
         # A wait covers the other side's step, which the collective timeout also bounds.
         self.sock.settimeout(timeout_s)
         self.stream = self.sock.makefile("rwb", buffering=0)
+        # CPU this process used while waiting for its turn, i.e. while the other side's step was timed:
+        # a background thread of the idle side (a data loader, GC) competing with the measured side.
+        self.idle_cpu_s = 0.0
         self._send(f"HELLO {side} {rank}")
 
     def _send(self, message: str) -> None:
         self.stream.write(f"{message}\n".encode())
 
     def wait(self) -> None:
+        started = time.process_time()
         line = self.stream.readline()
+        self.idle_cpu_s += time.process_time() - started
         if line != b"GO\n":
             raise RunFailedError(f"turn coordinator: expected GO, got {line!r} (it stopped or timed out)")
 

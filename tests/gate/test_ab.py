@@ -49,9 +49,9 @@ class Stack:
 def make_workload():
     {body}
 """
-FAST = ["--steps", "20", "--warmup", "3", "--no-eval", "--no-trace", "--world-sizes", "1"]
-# Small A/B rounds so that a decision takes a few rounds of a few seconds each.
+# As the `repo` fixture (conftest.py) writes bench.toml: small A/B rounds, a few seconds each.
 AB_CONFIG = "[gate.ab]\nsteps = 12\nwarmup = 2\nmin_rounds = 3\nmax_rounds = 5\n"
+FAST = ["--steps", "20", "--warmup", "3", "--no-eval", "--no-trace", "--world-sizes", "1"]
 
 
 def git(repo: Path, *args: str) -> str:
@@ -65,18 +65,6 @@ def commit(repo: Path, message: str, layers: int = 12, body: str = "return Stack
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", message)
     return git(repo, "rev-parse", "HEAD")
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "ci@example.com")
-    git(repo, "config", "user.name", "CI")
-    (repo / ".gitignore").write_text("out*/\nbaselines/\n.benchgate/\nbench.toml\n")
-    (repo / "bench.toml").write_text(AB_CONFIG)
-    return repo
 
 
 def run(repo: Path, out: str, *args: str) -> subprocess.CompletedProcess[str]:

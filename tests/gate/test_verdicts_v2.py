@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_ab import AB_CONFIG, git, run, timing_row
+from test_ab import git, run, timing_row
 
 from benchgate.files import read_json
 
@@ -64,19 +64,6 @@ class Stack:
 def make_workload(layers={layers}):
     return Stack(int(layers), {extra}, {every})  # int(): the pipeline passes numbers as floats
 """
-
-
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    """A fresh repository on main, results and stores ignored (as test_ab's)."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    git(repo, "config", "user.email", "ci@example.com")
-    git(repo, "config", "user.name", "CI")
-    (repo / ".gitignore").write_text("out*/\nbaselines/\n.benchgate/\n*.toml\n")
-    (repo / "bench.toml").write_text(AB_CONFIG)
-    return repo
 
 
 def commit(repo: Path, message: str, layers: int = 12, extra: int = 0, every: int = 5) -> str:

@@ -149,10 +149,7 @@ def test_env_task_passes_a_good_workload_after_one_step(
     env_task(parameters_from_config(config, [1]), "", "", "", "", "{{id}}", "{{name}}", str(setup))
     assert (setup / "config.json").is_file() and (setup / "env.json").is_file()
     assert not (setup.parent / ERROR_FILE).exists()
-    assert (
-        "benchgate env: workload sleepy: contract checked, one training step"
-        in capsys.readouterr().out
-    )
+    assert "benchgate env: workload sleepy: contract checked, one training step" in capsys.readouterr().out
 
 
 @pytest.mark.slow

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -37,7 +38,7 @@ from benchgate.errors import BadInputError, BaselineError, ConfigError
 from benchgate.files import read_json, write_json
 from benchgate.results import Bundle
 from benchgate.stages import worlds_for_ab
-from benchgate.verdict import scaling
+from benchgate.verdict import ab, scaling
 from benchgate.verdict.ab import (
     STALL_CAP,
     TAIL_SHARE,
@@ -492,6 +493,55 @@ def test_apply_ab_row_carries_whole_round_rates_and_where_the_slowdown_sits(
     assert row.current / row.baseline == pytest.approx(1 / 1.1, abs=0.01)  # type: ignore[operator]
     assert re.search(r"median step [+-]0\.\d% \(diagnostic\)", row.note), row.note
     assert "slowdown concentrated in few steps" in row.note
+
+
+def test_rounds_where_the_idle_side_used_cpu_are_flagged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outcome = ab_outcome(tmp_path, monkeypatch, lambda t: t)
+    screened = compare(bundle(1), bundle(2, step_s=0.12), Tolerances())
+    quiet = apply_ab(screened, outcome, Tolerances(), ABConfig()).timing(1)
+    assert quiet is not None and "idle side used CPU" not in quiet.note
+    rounds = outcome["rounds"]
+    rounds[0] = {**rounds[0], "base_idle_cpu_share": 0.2}
+    rounds[1] = {**rounds[1], "candidate_idle_cpu_share": 0.03}  # under the 5% flag
+    assert ab.idle_cpu_rounds(rounds) == (1, pytest.approx(0.2))
+    busy = apply_ab(screened, {**outcome, "rounds": rounds}, Tolerances(), ABConfig()).timing(1)
+    assert busy is not None
+    assert f"the idle side used CPU in 1 of {len(rounds)} rounds (up to 20%" in busy.note
+
+
+def test_a_turn_client_counts_the_cpu_it_used_while_waiting() -> None:
+    import socket
+    import threading
+
+    from benchgate.turns import TurnClient
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def coordinator() -> None:
+        conn, _ = server.accept()
+        conn.makefile("rb").readline()  # HELLO
+        # Busy for a while before answering: the client's wait blocks in a read and uses no CPU.
+        deadline = time.monotonic() + 0.3
+        while time.monotonic() < deadline:
+            pass
+        conn.sendall(b"GO\n")
+        conn.close()
+
+    thread = threading.Thread(target=coordinator)
+    thread.start()
+    client = TurnClient(f"127.0.0.1:{port}", "A", 0, timeout_s=10)
+    started = time.process_time()
+    client.wait()
+    # The coordinator thread spun in this same process, so process CPU during the wait is ~0.3 s: what
+    # the idle side of a real round would report if a thread of its own competed with the timed side.
+    assert client.idle_cpu_s == pytest.approx(time.process_time() - started, abs=0.05)
+    assert client.idle_cpu_s > 0.15
+    client.close()
+    thread.join()
+    server.close()
 
 
 @pytest.mark.parametrize(

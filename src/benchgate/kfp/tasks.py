@@ -383,7 +383,8 @@ def publish_verdict(results: Path, verdict_markdown: str, figures: MetricsSink) 
 
 
 def gate_task(results_dir: str, summary_path: str) -> None:
-    """Fail the task (and so the run) on a FAIL verdict, after writing summary.json.
+    """Fail the task (and so the run) on a FAIL verdict, and on UNKNOWN unless gate.on_unknown is
+    neutral, after writing summary.json.
 
     The verdict was published (report, baseline, MLflow) by the task that reached it; the summary says
     what became of it, for `benchgate run` and for people reading the run in the KFP UI.
@@ -418,4 +419,7 @@ def gate_task(results_dir: str, summary_path: str) -> None:
         if compared["verdict"] == "FAIL":
             raise SystemExit(EXIT_REGRESSION)
         if compared["verdict"] == "UNKNOWN":
+            if compared["on_unknown"] == "neutral":
+                print("benchgate gate: UNKNOWN treated as neutral (gate.on_unknown = neutral)", flush=True)
+                return
             raise SystemExit(EXIT_UNKNOWN)

@@ -54,6 +54,9 @@ MDE_POWER = 0.8
 STALL_CAP = 10.0
 # The slowest share of steps whose part of the change tells a concentrated slowdown from a uniform one.
 TAIL_SHARE = 0.1
+# A round whose idle side used more CPU than this share of the other side's measured time is flagged:
+# it competed with the steps being timed (a background thread), which can bias that round.
+IDLE_CPU_FLAG = 0.05
 # Monte Carlo size and seed of the look-level calibration: its error on the 5% rate is about 0.07 points.
 _CALIBRATION_SEQUENCES = 100_000
 _CALIBRATION_SEED = 20261124
@@ -110,6 +113,14 @@ def concentration(rounds: Sequence[dict[str, Any]]) -> tuple[float, float] | Non
     tail = sum(r.get("tail_excess_s", 0.0) for r in rounds)
     uniform = statistics.fmean(r.get("tail_time_share", TAIL_SHARE) for r in rounds)
     return tail / total, uniform
+
+
+def idle_cpu_rounds(rounds: Sequence[dict[str, Any]]) -> tuple[int, float]:
+    """(rounds in which an idle side used more than IDLE_CPU_FLAG of the other's measured time, the
+    largest such share)."""
+    shares = [max(r.get("base_idle_cpu_share", 0.0), r.get("candidate_idle_cpu_share", 0.0)) for r in rounds]
+    flagged = [share for share in shares if share > IDLE_CPU_FLAG]
+    return len(flagged), max(flagged, default=0.0)
 
 
 @dataclass(frozen=True)

@@ -637,7 +637,7 @@ def test_gate_on_unknown_is_fail_or_neutral(tmp_path: Path) -> None:
         make_config(tmp_path, gate={"on_unknown": "ignore"})
 
 
-def test_undecided_world_sizes_include_new_rows_only_when_asked() -> None:
+def test_undecided_world_sizes_with_an_explicit_base_include_new_and_unchanged_rows() -> None:
     def row(ws: int, status: Status, decided_by: str = "screen") -> Check:
         return Check(
             f"tokens/s (ws={ws})",
@@ -663,7 +663,8 @@ def test_undecided_world_sizes_include_new_rows_only_when_asked() -> None:
         ],
     )
     assert undecided_world_sizes(comparison) == [2, 8]
-    assert undecided_world_sizes(comparison, include_new=True) == [2, 4, 8]
+    # An explicit base also decides the baseline's own code: "slower than that base?" is still open.
+    assert undecided_world_sizes(comparison, include_new=True) == [2, 4, 8, 32]
     first_run = compare(None, bundle(1), Tolerances())
     assert undecided_world_sizes(first_run) == []
     assert undecided_world_sizes(first_run, include_new=True) == [1, 2]

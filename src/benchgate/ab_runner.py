@@ -193,7 +193,7 @@ def saved_rounds(path: Path, base: Side, candidate: Side) -> list[dict[str, Any]
         if commit != side.commit:
             raise BadInputError(
                 f"--resume: {path} holds an A/B of {label} {commit or 'a working tree'}, not of "
-                f"{side.commit or 'a working tree'}; only an A/B of two commits can be resumed"
+                f"{side.commit or 'a working tree'}; a resume continues the same two sides only"
             )
     if saved["decision"]["status"] in ("PASS", "FAIL"):
         raise BadInputError(f"--resume: {path} is decided already ({saved['decision']['status']})")

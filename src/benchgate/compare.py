@@ -4,9 +4,7 @@ Timing is one row per world size ("tokens/s (ws=N)": step time and tokens/s are 
 decided by the stored-baseline screen (verdict.screen): run-level figures judged by the run-to-run
 noise measured over the profile's earlier baselines; FAIL or PASS only with confidence, else UNKNOWN.
 Where the base code can be checked out, a row the screen did not PASS is decided again by interleaved
-A/B (verdict.ab, `apply_ab`), and that decision replaces the screen's, except where A/B cannot see the
-cause: when the run's fingerprints (benchgate, installed packages, bench configuration) differ from the
-baseline run's, both A/B sides share the candidate's, and an A/B PASS cannot overrule the screen.
+A/B (verdict.ab); `ab_rows` turns those decisions into rows.
 A run of the baseline's own commit from a clean tree with the same fingerprints is unchanged code:
 its timing rows PASS as such (decided_by "unchanged"), and it may enter the noise history.
 Memory and scaling efficiency use plain thresholds (WARN); eval numbers are deterministic, so a change
@@ -18,8 +16,6 @@ Runs that measured different things (device, precision, tokens per step, threads
 
 from __future__ import annotations
 
-import math
-import statistics
 from dataclasses import replace
 from typing import Any
 
@@ -28,19 +24,18 @@ from benchgate.comparable import check_comparable
 from benchgate.comparison import SCALING, TIMING, Check, Comparison, Status, load_comparison
 from benchgate.config import Tolerances
 from benchgate.results import Bundle
-from benchgate.verdict import ab, scaling, screen
+from benchgate.verdict import scaling, screen
 
 # The comparison's data types live in `comparison`; callers may import them from here too.
 __all__ = [
     "TIMING",
     "Check",
     "Comparison",
-    "apply_ab",
-    "apply_ab_scaling",
     "compare",
     "load_comparison",
     "scaling_efficiency",
-    "undecided_world_sizes",
+    "scaling_row",
+    "unchanged_code",
     "without_reachable_baseline",
 ]
 
@@ -273,7 +268,7 @@ def _history_efficiencies(baseline: Bundle, n: int) -> list[float]:
     )
 
 
-def _scaling_row(
+def scaling_row(
     name: str, efficiency: float, base_efficiency: float, result: scaling.ScalingResult, tol: Tolerances
 ) -> Check:
     return Check(
@@ -308,34 +303,7 @@ def _scaling_checks(baseline: Bundle | None, current: Bundle, tol: Tolerances) -
         tol.scaling_efficiency_drop_points,
         tol.confidence,
     )
-    return [_scaling_row(name, efficiency, base[1], result, tol)]
-
-
-def apply_ab_scaling(
-    comparison: Comparison, outcomes: dict[int, dict[str, Any]], tol: Tolerances
-) -> Comparison:
-    """Where A/B ran at ws=1 and at the largest N, judge the efficiency change from their rounds."""
-    row = next((c for c in comparison.checks if c.metric == SCALING), None)
-    many = max((ws for ws in outcomes if ws > 1), default=None)
-    if row is None or many is None or 1 not in outcomes:
-        return comparison
-    rates = {
-        ws: [_round_rate(r, side) for r in outcomes[ws]["rounds"] for side in ("base",)] for ws in (1, many)
-    }
-    base_efficiency = statistics.fmean(rates[many]) / (many * statistics.fmean(rates[1]))
-    result = scaling.from_ab(
-        base_efficiency,
-        [r["change_log"] for r in outcomes[1]["rounds"]],
-        [r["change_log"] for r in outcomes[many]["rounds"]],
-        tol.scaling_efficiency_drop_points,
-        tol.confidence,
-    )
-    if result is None:
-        return comparison
-    efficiency = base_efficiency + result.change_pts / 100.0
-    new_row = _scaling_row(row.name, efficiency, base_efficiency, result, tol)
-    checks = [new_row if c is row else c for c in comparison.checks]
-    return replace(comparison, checks=checks)
+    return [scaling_row(name, efficiency, base[1], result, tol)]
 
 
 def _eval_checks(baseline: Bundle | None, current: Bundle, tol: Tolerances, notes: list[str]) -> list[Check]:
@@ -384,130 +352,3 @@ def _eval_checks(baseline: Bundle | None, current: Bundle, tol: Tolerances, note
             )
         )
     return checks
-
-
-def undecided_world_sizes(comparison: Comparison, include_new: bool = False) -> list[int]:
-    """World sizes whose timing the screen did not PASS: where an A/B run decides instead. With
-    `include_new` (an explicit base commit), also those without a stored baseline (NEW) and those
-    that are the stored baseline's own code: the question asked is "slower than that base?", which
-    being the baseline's code does not answer."""
-    if include_new:
-        return sorted(
-            {
-                c.world_size
-                for c in comparison.checks
-                if c.metric == TIMING
-                and c.world_size is not None
-                and (c.decided_by == "unchanged" or c.status in ("FAIL", "UNKNOWN", "NEW"))
-                and c.decided_by in ("screen", "", "unchanged")
-            }
-        )
-    return sorted(
-        {
-            c.world_size
-            for c in comparison.checks
-            if c.metric == TIMING
-            and c.decided_by in ("screen", "")
-            and c.status in ("FAIL", "UNKNOWN")
-            and c.world_size is not None
-        }
-    )
-
-
-def apply_ab(
-    comparison: Comparison,
-    outcome: dict[str, Any],
-    tol: Tolerances,
-    ab_config: Any,
-    unseen: list[str] | None = None,
-) -> Comparison:
-    """Replace a world size's screened timing row with its A/B decision (`outcome`: an ab.json).
-
-    `unseen`: the fingerprints in which the run differs from its baseline run (fingerprint.differing).
-    A/B holds them fixed on both sides, so its PASS does not stand: the row keeps a screen FAIL, and is
-    UNKNOWN otherwise."""
-    ws = int(outcome["world_size"])
-    decision = outcome["decision"]
-    rounds = outcome["rounds"]
-    screened = comparison.timing(ws)
-    notes = [
-        f"{decision['reason']}; A/B vs {outcome['base']['description']}, {decision['rounds']} rounds "
-        f"in {outcome['seconds']:.0f} s"
-    ]
-    if decision["round_sd_pct"] is not None:
-        notes.append(
-            f"round-to-round sd {decision['round_sd_pct']:.1f}%, minimum detectable slowdown "
-            f"{decision['mde_pct']:.1f}% (80% power)"
-        )
-    notes.extend(_spread_notes(rounds))
-    if screened is not None:
-        notes.append(f"screen: {screened.status} ({_change_text(screened.change)})")
-    status = decision["status"]
-    if unseen and status == "PASS":
-        status = "FAIL" if screened is not None and screened.status == "FAIL" else "UNKNOWN"
-        notes.insert(0, f"{fingerprint.describe(unseen)}; A/B said PASS, the row says {status}")
-    row = Check(
-        name=f"tokens/s (ws={ws})",
-        unit="tok/s",
-        current=_mean([_round_rate(r, "candidate") for r in rounds]),
-        baseline=_mean([_round_rate(r, "base") for r in rounds]),
-        change=decision["change_pct"],
-        ci_low=decision["ci_low_pct"],
-        ci_high=decision["ci_high_pct"],
-        rule=ab.rule_text(
-            tol.throughput_drop_pct, tol.confidence, ab_config.min_rounds, ab_config.max_rounds
-        ),
-        status=status,
-        note="; ".join(notes),
-        metric=TIMING,
-        world_size=ws,
-        decided_by="ab",
-    )
-    checks = [row if c is screened else c for c in comparison.checks]
-    if screened is None:
-        checks.insert(0, row)
-    return Comparison(
-        comparison.machine_profile,
-        comparison.workload,
-        comparison.baseline_path,
-        checks,
-        list(comparison.notes),
-        comparison.on_unknown,
-    )
-
-
-def _round_rate(figures: dict[str, Any], side: str) -> float:
-    # Rounds saved before whole-round rates existed carry only the median step's rate.
-    rate = figures.get(f"{side}_tokens_per_s", figures.get(f"{side}_tokens_per_s_p50"))
-    return float(rate or 0.0)
-
-
-def _spread_notes(rounds: list[dict[str, Any]]) -> list[str]:
-    """Where a slowdown sits: the median step's change beside the total's, and the slowest steps' share."""
-    medians = [r["median_change_log"] for r in rounds if "median_change_log" in r]
-    notes = []
-    if medians:
-        notes.append(f"median step {100 * math.expm1(statistics.fmean(medians)):+.1f}% (diagnostic)")
-    busy, worst = ab.idle_cpu_rounds(rounds)
-    if busy:
-        notes.append(
-            f"the idle side used CPU in {busy} of {len(rounds)} rounds (up to {worst:.0%} of the measured "
-            "side's time): a background thread competed with the timed steps"
-        )
-    spread = ab.concentration(rounds)
-    if spread is not None:
-        share, uniform = spread
-        kind = "concentrated in few steps" if share > 2 * uniform + 0.1 else "spread over the steps"
-        notes.append(
-            f"slowdown {kind}: the slowest {ab.TAIL_SHARE:.0%} of steps carry {share:.0%} of it "
-            f"(about {uniform:.0%} if every step slowed alike; see the trace)"
-        )
-    return notes
-
-
-def _mean(values: list[float]) -> float | None:
-    return statistics.fmean(values) if values else None
-
-
-def _change_text(change: float | None) -> str:
-    return "no change figure" if change is None else f"{change:+.1f}%"

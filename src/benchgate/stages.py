@@ -13,18 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from benchgate import fingerprint
+from benchgate.ab_rows import apply_ab, apply_ab_scaling, undecided_world_sizes
 from benchgate.ab_runner import AB_FILE, RoundCallback, Side, run_ab
 from benchgate.baseline import find_baseline, save_baseline
-from benchgate.compare import (
-    TIMING,
-    Comparison,
-    apply_ab,
-    apply_ab_scaling,
-    compare,
-    load_comparison,
-    undecided_world_sizes,
-    without_reachable_baseline,
-)
+from benchgate.compare import TIMING, Comparison, compare, load_comparison, without_reachable_baseline
 from benchgate.config import RunConfig
 from benchgate.diskfaults import writing
 from benchgate.env import capture_environment

@@ -11,13 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from benchgate.ab_rows import apply_ab, undecided_world_sizes
 from benchgate.compare import (
     Comparison,
-    apply_ab,
     compare,
     load_comparison,
     scaling_efficiency,
-    undecided_world_sizes,
     without_reachable_baseline,
 )
 from benchgate.config import Tolerances

@@ -22,15 +22,13 @@ from scipy import stats as scipy_stats
 from test_compare import bundle
 
 from benchgate import ab_runner, fingerprint
+from benchgate.ab_rows import apply_ab, apply_ab_scaling, undecided_world_sizes
 from benchgate.ab_runner import AB_FILE, ABOutcome, Side, round_steps, run_ab, saved_rounds
 from benchgate.compare import (
     Check,
     Comparison,
-    apply_ab,
-    apply_ab_scaling,
     compare,
     unchanged_code,
-    undecided_world_sizes,
 )
 from benchgate.comparison import SCALING, TIMING, Status
 from benchgate.config import ABConfig, Tolerances

@@ -135,8 +135,8 @@ def _run_steps(
         if reference is not None:
             reference.measure()
         if turns is not None:
-            if timer and timer.cuda:
-                # The other side's step must not overlap this one on the device.
+            if trainer.device.type == "cuda":
+                # The other side's step must not overlap this one on the device (warmup steps too).
                 torch.cuda.synchronize()
             turns.done()
         if report and ((i + 1) % every == 0 or i + 1 == n):

@@ -203,7 +203,11 @@ def _print_unknown_policy(comparison: Any, out_dir: Path) -> None:
         return
     undecided_ab = [c for c in comparison.checks if c.status == "UNKNOWN" and c.decided_by == "ab"]
     if undecided_ab:
-        console.print(f"next: continue the A/B from its rounds: benchgate run --resume {out_dir}")
+        spent = next((k for k in ("max_seconds", "max_rounds") if any(k in c.note for c in undecided_ab)), "")
+        more = (
+            f" --config FILE  (a larger [gate.ab] {spent} in FILE: the budget that ran out)" if spent else ""
+        )
+        console.print(f"next: continue the A/B from its rounds: benchgate run --resume {out_dir}{more}")
     elif any(c.status == "UNKNOWN" for c in comparison.checks):
         console.print("next: decide it by A/B against the base code: benchgate run --base origin/main")
     if comparison.on_unknown == "neutral":

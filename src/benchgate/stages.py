@@ -26,8 +26,13 @@ from benchgate.results import Bundle, load_bundle
 from benchgate.verdict import screen
 
 
-def stage_env(out_dir: Path, cwd: Path | None = None, branch: str | None = None) -> dict[str, Any]:
+def stage_env(
+    out_dir: Path, cwd: Path | None = None, branch: str | None = None, config: RunConfig | None = None
+) -> dict[str, Any]:
+    """Capture env.json; with the run's `config`, also the fingerprints of what A/B holds fixed."""
     env = capture_environment(cwd, branch)
+    if config is not None:
+        env["fingerprints"] = fingerprint.capture_fingerprints(config)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / "env.json", env)
     return env

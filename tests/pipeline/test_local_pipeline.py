@@ -32,7 +32,11 @@ def _metrics(task_dir: Path) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-def test_local_pipeline_verdict_equals_the_stages_called_directly(tmp_path: Path) -> None:
+def test_local_pipeline_verdict_equals_the_stages_called_directly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Outside any git repository: no commit to call the baseline's own, and no base commit for A/B.
+    monkeypatch.chdir(tmp_path)
     # sleepy's steps are sleeps: steady enough that two runs get the same verdict; no drift reference,
     # which assumes CPU-bound steps.
     bench = {"world_sizes": [1, 2], "drift_reference": False}
@@ -43,7 +47,7 @@ def test_local_pipeline_verdict_equals_the_stages_called_directly(tmp_path: Path
     outcome = run_gate(config)
 
     direct = tmp_path / "direct"
-    stage_env(direct)
+    stage_env(direct, config=config)
     for ws in (1, 2):
         run_bench(config, ws, direct)
     direct_comparison, _, _ = stage_compare(config, direct)

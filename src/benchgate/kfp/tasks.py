@@ -130,7 +130,6 @@ def env_task(
     commits, each world size against this machine's devices, and the workload's contract (its import,
     factory and members, and one real training step: `stages.stage_check_workload`).
     """
-    from benchgate.fingerprint import capture_fingerprints
     from benchgate.kfp.params import config_from_parameters
     from benchgate.launch import check_world_size
     from benchgate.publish import RUN_FILE
@@ -157,12 +156,12 @@ def env_task(
             base = {"repository": source["repository"], "commit": validate_commit(base_commit, "base_commit")}
         workspace = out.parent / "workspace"
         root = use_source(source.get("repository", ""), source.get("commit", ""), workspace)
-        env = stage_env(out, cwd=root, branch=validate_branch(branch) if branch else None)
+        # With the config, env.json records what A/B holds fixed on both sides (benchgate, packages,
+        # bench settings): with every run, and so with every baseline, so the gate can tell when a
+        # change is invisible to A/B.
+        env = stage_env(out, cwd=root, branch=validate_branch(branch) if branch else None, config=config)
         env["source"] = source
         env["base"] = base
-        # What A/B holds fixed on both sides (benchgate, packages, bench settings): recorded with every
-        # run, and so with every baseline, so the gate can tell when a change is invisible to A/B.
-        env["fingerprints"] = capture_fingerprints(config)
         write_json(out / "env.json", env)
         write_json(out / "config.json", config.model_dump(mode="json"))
         write_json(out / RUN_FILE, run_record(kfp_run_id, kfp_run_name))

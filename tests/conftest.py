@@ -125,7 +125,7 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 # Small A/B rounds so that a decision takes a few rounds of a few seconds each.
-REPO_AB_CONFIG = "[gate.ab]\nsteps = 12\nwarmup = 2\nmin_rounds = 3\nmax_rounds = 5\n"
+REPO_AB_CONFIG = "[gate.ab]\nsteps = 12\nmin_measured_s = 0.2\nwarmup = 2\nmin_rounds = 3\nmax_rounds = 5\n"
 
 
 @pytest.fixture

@@ -80,6 +80,8 @@ def apply_ab(
     if unseen and status == "PASS":
         status = "FAIL" if screened is not None and screened.status == "FAIL" else "UNKNOWN"
         notes.insert(0, f"{fingerprint.describe(unseen)}; A/B said PASS, the row says {status}")
+    elif unseen:
+        notes.insert(0, fingerprint.describe(unseen))
     row = Check(
         name=f"tokens/s (ws={ws})",
         unit="tok/s",

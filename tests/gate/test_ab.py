@@ -50,7 +50,7 @@ def make_workload():
     {body}
 """
 # As the `repo` fixture (conftest.py) writes bench.toml: small A/B rounds, a few seconds each.
-AB_CONFIG = "[gate.ab]\nsteps = 12\nwarmup = 2\nmin_rounds = 3\nmax_rounds = 5\n"
+AB_CONFIG = "[gate.ab]\nsteps = 12\nmin_measured_s = 0.2\nwarmup = 2\nmin_rounds = 3\nmax_rounds = 5\n"
 FAST = ["--steps", "20", "--warmup", "3", "--no-eval", "--no-trace", "--world-sizes", "1"]
 
 

@@ -111,13 +111,17 @@ def test_a_configuration_change_that_ab_cannot_see_is_never_pass(repo: Path) -> 
 def test_an_ab_cut_short_by_its_budget_resumes_from_its_rounds_and_decides(repo: Path) -> None:
     base = commit(repo, "base")
     commit(repo, "twice the layers", layers=24)
-    (repo / "short.toml").write_text("[gate.ab]\nsteps = 12\nwarmup = 2\nmin_rounds = 3\nmax_seconds = 1\n")
+    (repo / "short.toml").write_text(
+        "[gate.ab]\nsteps = 12\nmin_measured_s = 0.2\nwarmup = 2\nmin_rounds = 3\nmax_seconds = 1\n"
+    )
     first = run(repo, "out", "--base", base, "--no-update-baseline", "--config", "short.toml")
     assert first.returncode == 4, first.stdout + first.stderr
     assert "benchgate run --resume" in first.stdout
     saved = read_json(repo / "out" / "ab" / "ws1" / "ab.json")
     assert saved["decision"]["status"] == "UNKNOWN" and len(saved["rounds"]) == 1
-    (repo / "more.toml").write_text("[gate.ab]\nsteps = 12\nwarmup = 2\nmin_rounds = 3\nmax_rounds = 9\n")
+    (repo / "more.toml").write_text(
+        "[gate.ab]\nsteps = 12\nmin_measured_s = 0.2\nwarmup = 2\nmin_rounds = 3\nmax_rounds = 9\n"
+    )
     resumed = subprocess.run(
         [sys.executable, "-m", "benchgate", "run", "--resume", "out", "--config", "more.toml"],
         cwd=repo,

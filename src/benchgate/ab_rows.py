@@ -25,25 +25,16 @@ def undecided_world_sizes(comparison: Comparison, include_new: bool = False) -> 
     `include_new` (an explicit base commit), also those without a stored baseline (NEW) and those
     that are the stored baseline's own code: the question asked is "slower than that base?", which
     being the baseline's code does not answer."""
-    if include_new:
-        return sorted(
-            {
-                c.world_size
-                for c in comparison.checks
-                if c.metric == TIMING
-                and c.world_size is not None
-                and (c.decided_by == "unchanged" or c.status in ("FAIL", "UNKNOWN", "NEW"))
-                and c.decided_by in ("screen", "", "unchanged")
-            }
-        )
+    undecided = {"FAIL", "UNKNOWN", "NEW"} if include_new else {"FAIL", "UNKNOWN"}
+    deciders = {"screen", "", "unchanged"} if include_new else {"screen", ""}
     return sorted(
         {
             c.world_size
             for c in comparison.checks
             if c.metric == TIMING
-            and c.decided_by in ("screen", "")
-            and c.status in ("FAIL", "UNKNOWN")
             and c.world_size is not None
+            and c.decided_by in deciders
+            and (c.status in undecided or c.decided_by == "unchanged")
         }
     )
 

@@ -95,6 +95,25 @@ def worlds_for_ab(
     return undecided_world_sizes(comparison, include_new=explicit_base)
 
 
+def ab_base_commit(env: dict[str, Any], baseline: Bundle | None) -> str:
+    """The base code for A/B: the run's explicit base commit, else the baseline run's commit when the
+    run's repository has it and it is not the candidate itself; "" when there is none to check out.
+
+    A local run's repository is the one it runs in (`benchgate run` passes it): its candidate is the
+    working tree, so the baseline's own commit is a base too when the tree has changed since."""
+    from benchgate.source import has_commit
+
+    explicit = (env.get("base") or {}).get("commit", "")
+    if explicit:
+        return str(explicit)
+    source = env.get("source") or {}
+    repository = source.get("repository", "")
+    recorded = (baseline.env.get("git", {}) if baseline is not None else {}).get("commit") or ""
+    if repository and recorded and recorded != source.get("commit") and has_commit(repository, recorded):
+        return str(recorded)
+    return ""
+
+
 def stage_ab(
     config: RunConfig,
     run_dir: Path,

@@ -80,6 +80,11 @@ def commit(repo: Path, message: str, layers: int = 12, extra: int = 0, every: in
 
 @pytest.mark.slow
 def test_a_slowdown_of_one_step_in_five_fails_by_ab_with_no_stored_baseline(repo: Path) -> None:
+    # Rounds of 40 steps (8 slowed ones each) and looks up to 9 rounds: enough for the share of the
+    # slowest steps to show, and for a decision on a loaded host.
+    (repo / "bench.toml").write_text(
+        "[gate.ab]\nsteps = 40\nmin_measured_s = 0.2\nwarmup = 2\nmin_rounds = 3\nmax_rounds = 9\n"
+    )
     base = commit(repo, "base")
     # Every 5th step also runs 24 more layers (3x that step): tokens/s about -30%, the median step unchanged.
     commit(repo, "a periodic job", extra=24)

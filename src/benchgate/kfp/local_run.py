@@ -136,7 +136,7 @@ def run_gate(
         repository = repository or here
     elif not commit and not repository:
         # The repository the working tree belongs to: where the baseline run's commit is looked for, the
-        # A/B base by default (kfp.tasks._base_commit), so a changed tree is decided, not UNKNOWN.
+        # A/B base by default (stages.ab_base_commit), so a changed tree is decided, not UNKNOWN.
         repository = local_repository(Path.cwd())
     arguments = pipeline_arguments(config)
     timed = _TimedReporter(reporter or SilentReporter())

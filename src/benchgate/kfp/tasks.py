@@ -261,7 +261,7 @@ def compare_task(
     mounted for the stores, or "" for pod-local ones (see `params.task_stores`).
     """
     from benchgate.publish import refresh_baseline
-    from benchgate.stages import stage_compare, worlds_for_ab
+    from benchgate.stages import ab_base_commit, stage_compare, worlds_for_ab
 
     with reporting_errors("compare", results_dir):
         out = Path(results_dir)
@@ -273,7 +273,7 @@ def compare_task(
         with stage("compare"):
             tracking_state = refresh_baseline(config, out)
             comparison, _, baseline = stage_compare(config, out, tracking_state)
-        base_commit = _base_commit(env, baseline)
+        base_commit = ab_base_commit(env, baseline)
         explicit = bool((env.get("base") or {}).get("commit"))
         worlds = worlds_for_ab(comparison, baseline, bool(base_commit), explicit)
         publish_verdict(out, verdict_markdown, figures)
@@ -283,25 +283,6 @@ def compare_task(
             with stage("publish"):
                 publish_and_keep(configured, config, out)
         return comparison.verdict, ",".join(str(ws) for ws in worlds), base_commit
-
-
-def _base_commit(env: dict[str, Any], baseline: Any) -> str:
-    """The base code for A/B: the base_commit parameter, else the baseline run's commit when the run's
-    repository has it and it is not the candidate itself; "" when there is none to check out.
-
-    A local run's repository is the one it runs in (`benchgate run` passes it): its candidate is the
-    working tree, so the baseline's own commit is a base too when the tree has changed since."""
-    from benchgate.source import has_commit
-
-    explicit = (env.get("base") or {}).get("commit", "")
-    if explicit:
-        return str(explicit)
-    source = env.get("source") or {}
-    repository = source.get("repository", "")
-    recorded = (baseline.env.get("git", {}) if baseline is not None else {}).get("commit") or ""
-    if repository and recorded and recorded != source.get("commit") and has_commit(repository, recorded):
-        return str(recorded)
-    return ""
 
 
 def ab_task(

@@ -30,7 +30,12 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP) ## Create .venv and install benchgate with pinned dependencies
 
 bench: $(STAMP) ## Run the gate locally on CPU (extra flags: make bench ARGS='--steps 100')
-	$(VENV)/bin/benchgate run $(ARGS)
+	@# The exit code is the verdict (CI relies on it): say what 1 and 4 mean before make's "Error N".
+	@$(VENV)/bin/benchgate run $(ARGS); code=$$?; \
+	case $$code in \
+	  1) echo "make bench: exit 1 is the verdict FAIL: a regression (the table above shows which check)" >&2 ;; \
+	  4) echo "make bench: exit 4 is the verdict UNKNOWN: the timing was not resolved; the 'next:' lines above say what decides it" >&2 ;; \
+	esac; exit $$code
 
 test: $(STAMP) ## Run the test suite (real torchrun on 2 CPU ranks; no GPU, no cluster)
 	$(PY) -m pytest $(ARGS)

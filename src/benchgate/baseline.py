@@ -6,6 +6,8 @@
         .<workload>.lock            taken by writers only
 
 Keyed by profile so that a run can only ever find a baseline measured on the same kind of machine.
+baseline.json says who wrote it, when and why, and what it is made of (`made_of`: the measured steps,
+the world sizes, and the eval on, off or skipped), since every later run is judged against it.
 Each promotion also appends the run's p50s to history.json (the last HISTORY_LENGTH runs): the spread
 of those run-level figures is the machine's run-to-run noise, by which the screen judges a change.
 
@@ -49,6 +51,25 @@ HISTORY_LENGTH = 20
 KEEP_VERSIONS = 5
 
 T = TypeVar("T")
+
+
+def made_of(run: Bundle) -> dict[str, Any]:
+    """What a run measured, which every later run is judged against once it is the baseline: measured
+    steps per world size, the world sizes, and whether it has the eval ("on", "off", or "skipped" when
+    the workload has no eval hook)."""
+    steps = min(
+        int(m["steps"]) if m.get("steps") is not None else len(m["samples"]["step_time_s"])
+        for m in run.metrics.values()
+    )
+    evaluation = "off" if run.eval is None else ("skipped" if "skipped" in run.eval else "on")
+    return {"steps": steps, "world_sizes": sorted(run.metrics), "eval": evaluation}
+
+
+def describe(made: dict[str, Any]) -> str:
+    """made_of's answer in words: "60 steps at world sizes 1 and 2, eval on"."""
+    sizes = made["world_sizes"]
+    where = f"world size {sizes[0]}" if len(sizes) == 1 else "world sizes " + " and ".join(map(str, sizes))
+    return f"{made['steps']} steps at {where}, eval {made['eval']}"
 
 
 def baseline_location(baseline_dir: Path, machine_profile: str, workload: str) -> Path:
@@ -120,7 +141,7 @@ def _promote(
             meta: dict[str, Any] = {
                 "machine_profile": run.machine_profile,
                 "workload": workload,
-                "world_sizes": sorted(run.metrics),
+                **made_of(run),
                 "commit": run.env.get("git", {}).get("commit"),
                 "branch": run.env.get("git", {}).get("branch"),
                 "reason": reason,

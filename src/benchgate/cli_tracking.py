@@ -4,12 +4,14 @@ Each reads the same settings as `benchgate run` (config file, MLFLOW_TRACKING_UR
 they talk to the store the runs went to. An unreachable server is exit 3 after the bounded wait, a run
 id or profile that does not exist is exit 2, and so is a damaged spool entry (`sync` names it and sends
 the others). A disk of this machine that refuses a write (the spool, MLflow's local store, the PNG) is
-exit 3, naming the path.
+exit 3, naming the path. `mlflow_ui_command` says how to browse a store from where the user is.
 """
 
 from __future__ import annotations
 
 import contextlib
+import shlex
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,23 +30,61 @@ from benchgate.errors import (
     RunFailedError,
     SpoolEntryError,
 )
-from benchgate.terminal import console, errors, fail
+from benchgate.terminal import (
+    APP_SETTINGS,
+    BAD_INPUT,
+    OK,
+    RUN_FAILED,
+    PlainCommand,
+    console,
+    errors,
+    exit_codes,
+    fail,
+)
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
 
     from benchgate.tracking import Tracker
 
-baseline_app = typer.Typer(help="The baseline of a machine profile in MLflow: show it, or promote a run.")
-
-ConfigOption = Annotated[Path | None, typer.Option(help="TOML config file (the [tracking] section).")]
+# The exit codes of the commands that read or write MLflow.
+TRACKING_CODES = exit_codes(
+    OK,
+    (BAD_INPUT[0], "bad input: a flag or the config file, or a run id or profile MLflow does not have"),
+    RUN_FAILED,
+)
+baseline_app = typer.Typer(
+    help="The baseline of a machine profile in MLflow: show it, or promote a run.",
+    epilog=TRACKING_CODES,
+    **APP_SETTINGS,
+)
+SYNC_CODES = exit_codes(
+    (OK[0], "every entry was sent (or there was nothing to send)"),
+    (BAD_INPUT[0], "bad input, or a damaged entry was left in place (a partial sync: it needs a human)"),
+    (RUN_FAILED[0], "MLflow could not be reached, or a local disk refused a write"),
+)
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(metavar="FILE", help="TOML config file (the [tracking] section).  [default: none]"),
+]
 UriOption = Annotated[
-    str | None, typer.Option(help="MLflow tracking URI (default: MLFLOW_TRACKING_URI, else the local store).")
+    str | None,
+    typer.Option(
+        metavar="URI",
+        help="MLflow tracking URI.  [default: tracking.uri, else MLFLOW_TRACKING_URI, else the local store]",
+    ),
 ]
 ProfileOption = Annotated[
-    str | None, typer.Option(help="Machine profile (default: this machine's, as `benchgate env` prints it).")
+    str | None,
+    typer.Option(
+        metavar="PROFILE",
+        help="Machine profile.  [default: this machine's, as `benchgate env` prints it]",
+    ),
 ]
-WorkloadOption = Annotated[str | None, typer.Option(help="Only this workload (its name, e.g. gpt-tiny).")]
+WorkloadOption = Annotated[
+    str | None,
+    typer.Option(metavar="NAME", help="Only this workload (its name, e.g. gpt-tiny).  [default: all]"),
+]
 
 
 def _config(config: Path | None, tracking_uri: str | None) -> RunConfig:
@@ -94,11 +134,13 @@ def _when(unix: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(unix))
 
 
-@baseline_app.command("promote")
+@baseline_app.command("promote", cls=PlainCommand, epilog=TRACKING_CODES)
 def baseline_promote(
-    run_id: Annotated[str, typer.Argument(help="The parent (gate) run to make the baseline.")],
+    run_id: Annotated[
+        str, typer.Argument(metavar="RUN_ID", help="The parent (gate) run to make the baseline.")
+    ],
     reason: Annotated[
-        str, typer.Option(help="Why; kept as a tag on the run.")
+        str, typer.Option(metavar="TEXT", help="Why; kept as a tag on the run.")
     ] = "benchgate baseline promote",
     config: ConfigOption = None,
     tracking_uri: UriOption = None,
@@ -120,7 +162,7 @@ def baseline_promote(
     )
 
 
-@baseline_app.command("show")
+@baseline_app.command("show", epilog=TRACKING_CODES)
 def baseline_show(
     profile: ProfileOption = None,
     workload: WorkloadOption = None,
@@ -179,8 +221,10 @@ HISTORY_COLUMNS = (
 def history(
     profile: ProfileOption = None,
     workload: WorkloadOption = None,
-    last: Annotated[int, typer.Option(min=1, max=500, help="How many of the newest runs.")] = 10,
-    png: Annotated[Path, typer.Option(help="Where to write the plot.")] = Path("benchgate-history.png"),
+    last: Annotated[int, typer.Option(min=1, max=500, metavar="N", help="How many of the newest runs.")] = 10,
+    png: Annotated[Path, typer.Option(metavar="FILE", help="Where to write the plot.")] = Path(
+        "benchgate-history.png"
+    ),
     config: ConfigOption = None,
     tracking_uri: UriOption = None,
 ) -> None:
@@ -232,9 +276,10 @@ FromOption = Annotated[
     list[Path] | None,
     typer.Option(
         "--from",
+        metavar="DIR",
         help="Send the spool entries found under this directory instead (repeatable): a downloaded KFP "
         "results artifact (its spool/), a spool directory, or a mounted pipeline root. Nothing in it is "
-        "removed.",
+        "removed.  [default: none: the spool directory's entries]",
     ),
 ]
 
@@ -243,15 +288,14 @@ def sync(
     config: ConfigOption = None,
     tracking_uri: UriOption = None,
     spool_dir: Annotated[
-        Path | None, typer.Option(help="Spool directory (default: tracking.spool_dir).")
+        Path | None, typer.Option(metavar="DIR", help="Spool directory.  [default: tracking.spool_dir]")
     ] = None,
     from_dirs: FromOption = None,
 ) -> None:
     """Send the runs spooled while MLflow was unreachable. Safe to repeat: a run is never logged twice.
 
     Sent entries are removed from the spool directory; entries read with --from are left in place. A
-    damaged entry is named and left where it is while the others are sent; exit 2 then (a partial sync:
-    it needs a human), 3 when MLflow could not be reached or a local disk refused, 0 when all were sent.
+    damaged entry is named and left where it is while the others are sent.
     """
     from benchgate import spool
 
@@ -318,3 +362,33 @@ def _send(cfg: RunConfig, entries: list[Path], owned: bool, damaged: list[str]) 
 
 def _warn_damaged(line: str) -> None:
     errors.print(f"[yellow]damaged spool entry[/] {escape(line)} (left in place)", highlight=False)
+
+
+def mlflow_ui_command(uri: str, experiment_id: str | None, cwd: Path) -> str:
+    """How to browse the MLflow store at `uri` from `cwd`: `make ui` in a benchgate checkout whose
+    Makefile serves that very store, else the `mlflow ui` command line it runs; and the runs table's
+    address where the experiment is known. A server store (http) is browsed where it is served."""
+    from benchgate.tracking_view import ui_url
+
+    runs = ui_url("http://127.0.0.1:5000", experiment_id) if experiment_id else ""
+    if uri.startswith(("http://", "https://")):
+        return ui_url(uri, experiment_id) if experiment_id else uri
+    makefile = cwd / "Makefile"
+    served = f"sqlite:///{(cwd / '.benchgate' / 'mlflow' / 'mlflow.db').resolve()}"
+    try:
+        has_ui = makefile.is_file() and any(
+            line.startswith("ui:") for line in makefile.read_text(encoding="utf-8").splitlines()
+        )
+    except (OSError, UnicodeDecodeError):
+        has_ui = False
+    if has_ui and uri == served:
+        command = "make ui"
+    else:
+        # As the Makefile's `ui` target starts it: no job execution (a server for browsing only).
+        mlflow = Path(sys.executable).with_name("mlflow")
+        program = shlex.quote(str(mlflow)) if mlflow.is_file() else "mlflow"
+        command = (
+            f"MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false {program} ui --backend-store-uri "
+            f"{shlex.quote(uri)} --host 127.0.0.1 --port 5000 --workers 1"
+        )
+    return f"{command}  then open {runs}" if runs else command

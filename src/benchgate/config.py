@@ -3,6 +3,11 @@
 Values are checked once, at the edge. A bad value raises `ConfigError` naming the dotted field and the
 value, e.g. ``gate.tolerances.throughput_drop_pct: got -3 (Input should be greater than 0)``.
 
+Values keep the type they are written with: a number field takes a number (an integer one an
+integer), a switch takes true or false, and nothing is read out of a string (`steps = "10"` is refused,
+naming the field). Workload arguments keep theirs too: `hidden = 512` reaches the factory as the int
+512, `tag = "512"` as the string. Those field types are `benchgate.config_types`'.
+
 A config that validates can run: every minimum and maximum below is one the runner or the statistics
 need (a reason is given where it is not obvious), so nothing is refused minutes later for a value that
 was accepted here. What depends on the machine (world sizes against its devices) or on the workload
@@ -11,27 +16,26 @@ was accepted here. What depends on the machine (world sizes against its devices)
 
 from __future__ import annotations
 
-import math
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from benchgate.config_types import (
+    MAX_INT,
+    Bool,
+    Float,
+    Int,
+    UsablePath,
+    WorkloadArg,
+    check_world_sizes,
+    is_workload_arg,
 )
-
 from benchgate.credentials import MLFLOW_INSTEAD, refuse_credentials
 from benchgate.errors import ConfigError
 
 DEFAULT_WORKLOAD = "benchgate.workloads.gpt:make_workload"
-
-WorkloadArg = str | int | float | bool
 
 # The longest any timeout or budget may be: 30 days. Far past any gate run, and far inside what the
 # runner can wait on (threading's TIMEOUT_MAX, ~292 years; a timedelta for the collective timeout).
@@ -41,72 +45,10 @@ MAX_SECONDS = 30 * 24 * 3600.0
 # the range every other seeded tool accepts.
 MAX_SEED = 2**32 - 1
 MAX_THREADS = 4096
-# Every value travels as JSON (config.json, the pipeline's parameters), where KFP keeps numbers as
-# doubles: a larger integer would arrive changed, and one past 4300 digits cannot be written at all.
-MAX_INT = 2**53 - 1
 # The bench times every step and fits a line to the losses (the loss-slope check, which needs no
 # baseline); a line with a confidence interval needs 3 points (stats.linear_slope). A run of 2 steps
 # would have no slope row, and as a baseline it would break the slope row of every later comparison.
 MIN_STEPS = 3
-
-
-def _not_a_bool(value: Any) -> Any:
-    # pydantic reads `true` as 1 where a number is expected: `steps = true` is a mistake, not one step.
-    if isinstance(value, bool):
-        raise ValueError("expected a number, got a boolean")
-    return value
-
-
-def _usable_path(value: Any) -> Any:
-    # An empty string would become Path("."), the working directory; a NUL byte fails every system call,
-    # and so does a lone surrogate (JSON can carry one), which has no bytes to name a file with.
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8", "surrogateescape")
-        except UnicodeEncodeError:
-            raise ValueError("expected a path: it has characters no file name can hold") from None
-        if not value.strip() or "\x00" in value:
-            raise ValueError("expected a path: not empty, without NUL characters")
-    return value
-
-
-def _is_workload_arg(value: Any) -> bool:
-    if isinstance(value, str | bool):
-        return True
-    if isinstance(value, float):
-        return math.isfinite(value)
-    return isinstance(value, int) and abs(value) <= MAX_INT
-
-
-def _json_safe(value: int) -> int:
-    # A validator, not a Field bound: a second `le` in the same field would replace the field's own.
-    if abs(value) > MAX_INT:
-        raise ValueError(f"expected at most {MAX_INT} in magnitude (JSON and KFP keep numbers as doubles)")
-    return value
-
-
-Int = Annotated[int, BeforeValidator(_not_a_bool), AfterValidator(_json_safe)]
-Float = Annotated[float, BeforeValidator(_not_a_bool)]
-UsablePath = Annotated[Path, BeforeValidator(_usable_path)]
-
-
-def check_world_sizes(sizes: list[int]) -> list[int]:
-    """The world sizes sorted; ValueError unless they are [1] or [1, N] with N >= 2.
-
-    The pipeline has one ws=1 bench task and one ws=N task (N = world_size_n), and the scaling check
-    compares exactly those two, so no other list can run. Shared by the config model (the CLI, the TOML
-    file, the pipeline's parameters) and `kfp.params` (the resolved defaults).
-    """
-    if not sizes:
-        raise ValueError("needs at least one world size")
-    if any(n < 1 for n in sizes):
-        raise ValueError("every world size must be >= 1")
-    if len(set(sizes)) != len(sizes):
-        raise ValueError("world sizes must be distinct")
-    ordered = sorted(sizes)
-    if ordered[0] != 1 or len(ordered) > 2:
-        raise ValueError("expected [1] or [1, N] with N >= 2 (the pipeline runs ws=1 and one larger ws=N)")
-    return ordered
 
 
 class _Model(BaseModel):
@@ -122,7 +64,9 @@ class BenchConfig(_Model):
         description="Workload factory as 'module:function'; the function returns a benchgate Workload.",
     )
     workload_args: dict[str, WorkloadArg] = Field(
-        default_factory=dict, description="Keyword arguments passed to the workload factory."
+        default_factory=dict,
+        description="Keyword arguments passed to the workload factory: strings, integers, floats and "
+        'booleans, each passed as written (512 is an int, 512.0 a float, "512" a string).',
     )
     steps: Int = Field(
         60,
@@ -149,7 +93,7 @@ class BenchConfig(_Model):
     seed: Int = Field(
         0, ge=0, le=MAX_SEED, description="Seed for weights and batches; identical on every run."
     )
-    drift_reference: bool = Field(
+    drift_reference: Bool = Field(
         True,
         description="On CPU, time a fixed matmul after every measured step: the host's speed at that moment, "
         "so compare can tell a slower host from slower code. Ignored on GPU.",
@@ -191,7 +135,7 @@ class BenchConfig(_Model):
         # One message naming the argument, rather than one per member of the value's union type.
         if isinstance(v, dict):
             for key, value in v.items():
-                if not _is_workload_arg(value):
+                if not is_workload_arg(value):
                     raise ValueError(
                         f"the value of {key!r} must be a string, a boolean, or a finite number "
                         f"of at most {MAX_INT} in magnitude"
@@ -205,7 +149,7 @@ class BenchConfig(_Model):
 
 
 class EvalConfig(_Model):
-    enabled: bool = Field(True, description="Run the deterministic eval stage.")
+    enabled: Bool = Field(True, description="Run the deterministic eval stage.")
     train_steps: Int = Field(
         400,
         gt=0,
@@ -223,7 +167,7 @@ class EvalConfig(_Model):
 
 
 class TraceConfig(_Model):
-    enabled: bool = Field(True, description="Record a torch.profiler trace for TensorBoard.")
+    enabled: Bool = Field(True, description="Record a torch.profiler trace for TensorBoard.")
     wait: Int = Field(1, ge=0, description="Profiler schedule: steps skipped before warmup.")
     warmup: Int = Field(1, ge=0, description="Profiler schedule: steps traced but discarded.")
     active: Int = Field(3, gt=0, description="Profiler schedule: steps recorded into the trace.")
@@ -273,7 +217,7 @@ class ABConfig(_Model):
         description="Measured time per side in a round: short steps get more than gate.ab.steps, so one "
         "host spike moves a round's total time little.",
     )
-    pin_cores: bool = Field(
+    pin_cores: Bool = Field(
         True,
         description="On CPU, pin rank r of both sides to the same cores: they take turns, so they share "
         "the cores' speed instead of each drawing its own placement.",
@@ -314,7 +258,7 @@ class GateConfig(_Model):
 
 
 class TrackingConfig(_Model):
-    enabled: bool = Field(True, description="Log each gate run to MLflow and take baselines from there.")
+    enabled: Bool = Field(True, description="Log each gate run to MLflow and take baselines from there.")
     uri: str = Field(
         "",
         description="MLflow tracking URI (empty: MLFLOW_TRACKING_URI, else the local store in local_dir).",
@@ -339,7 +283,7 @@ class TrackingConfig(_Model):
         le=MAX_SECONDS,
         description="Longest a run waits, in total, on an unreachable tracking server.",
     )
-    system_metrics: bool = Field(True, description="Sample CPU/GPU use and memory during the bench.")
+    system_metrics: Bool = Field(True, description="Sample CPU/GPU use and memory during the bench.")
     history_runs: Int = Field(20, ge=1, le=500, description="Earlier runs of the profile in the report.")
 
 

@@ -27,7 +27,7 @@ from benchgate.errors import ConfigError, RunFailedError
 from benchgate.files import write_json
 from benchgate.shard import Probe, Shard, decode, encode, load_shard, sample_windows
 from benchgate.training import resolve_device
-from benchgate.workloads.base import Workload, load_workload, supports_eval
+from benchgate.workloads.base import Workload, load_workload, missing_eval_hook
 
 
 @contextlib.contextmanager
@@ -122,8 +122,10 @@ def run_eval(config: RunConfig, out: Path) -> dict[str, Any]:
     """The eval stage: writes eval.json (skipped, with the reason, when the workload has no eval hook)."""
     workload = load_workload(config.bench.workload, dict(config.bench.workload_args))
     result: dict[str, Any] = {"schema_version": 1, "stage": "eval", "workload": workload.name}
-    if not supports_eval(workload):
-        result["skipped"] = "the workload has no eval hook (logits and eval_seq_len)"
+    missing = missing_eval_hook(workload)
+    if missing is not None:
+        # Said in eval.json and, from there, in the comparison's notes and the terminal (stages).
+        result["skipped"] = missing
         write_json(out, result)
         return result
     settings = config.eval

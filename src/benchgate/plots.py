@@ -214,13 +214,33 @@ def _table(comparison: Comparison) -> str:
             style = f' style="{_status_css(cell)}"' if i == status_column else ""
             cells.append(f"<td{style}>{html.escape(cell)}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
-    notes = "".join(f"<li>{html.escape(line)}</li>" for line in report.footnote_lines(comparison))
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table><ul>{notes}</ul>"
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    explained = report.footnote_lines(comparison)
+    if not explained:
+        return table
+    # Each row's whole rule and notes: folded, since a verdict's reader rarely needs the statistics.
+    notes = "".join(f"<li>{html.escape(line)}</li>" for line in explained)
+    return f"{table}<details><summary>{report.DETAILS_SUMMARY}</summary><ul>{notes}</ul></details>"
+
+
+_COMMAND = re.compile(r"`([^`]+)`")
+
+
+def _next_steps(comparison: Comparison, out_dir: Path | None) -> str:
+    """What decides the verdict, right under it: commands (in backquotes in the text) as <code>."""
+    steps = report.step_lines(comparison, out_dir)
+    if not steps:
+        return ""
+    coded = [_COMMAND.sub(r"<code>\1</code>", html.escape(step, quote=False)) for step in steps]
+    items = "".join(f"<li>{step}</li>" for step in coded)
+    return f'<div class="next"><b>Next:</b><ul>{items}</ul></div>'
 
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#1f2328}
 table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #d0d7de;padding:3px 6px;text-align:left}
-th{background:#f6f8fa}img{max-width:100%;display:block;margin:0.5em 0}.meta{color:#57606a}"""
+th{background:#f6f8fa}img{max-width:100%;display:block;margin:0.5em 0}.meta{color:#57606a}
+.next{background:#fff8c5;border:1px solid #d4a72c;padding:0.4em 0.8em;margin:0.5em 0}.next ul{margin:0.2em 0}
+details{margin:0.5em 0}summary{cursor:pointer;color:#57606a}"""
 
 
 def html_report(
@@ -228,8 +248,11 @@ def html_report(
     comparison: Comparison,
     baseline: Bundle | None,
     history: list[HistoryPoint],
+    out_dir: Path | None = None,
 ) -> str:
-    """A self-contained page: verdict, verdict table and three plots as inline PNGs (no network needed)."""
+    """A self-contained page: verdict, what to do next, verdict table (how each row was decided folded
+    under it) and three plots as inline PNGs (no network needed). `out_dir`: the run's result directory,
+    named in the next steps' commands (DIR where not given)."""
     git = current.env.get("git", {})
     workload = current.workload or comparison.workload or "?"
     verdict = comparison.verdict
@@ -278,6 +301,7 @@ def html_report(
             f"<title>{e(title)}</title><style>{_STYLE}</style></head><body>",
             f'<h1>benchgate verdict: <span style="{style}">{e(verdict)}</span> '
             f"(exit {comparison.exit_code})</h1>",
+            _next_steps(comparison, out_dir),
             f'<p class="meta">{" · ".join(meta)}</p>',
             f"<ul>{notes}</ul>" if notes else "",
             _table(comparison),

@@ -4,7 +4,8 @@
                      copied into the directory store, which compare reads. The directory store is the
                      cache, and the fallback when MLflow is unreachable.
     after verdict    publish_run: HTML report, baseline policy (directory store), then the run goes
-                     into the spool and, if MLflow is reachable, is logged from there.
+                     into the spool and, if MLflow is reachable, is logged from there; last, the CI
+                     reports (summary.md, junit.xml: benchgate.ci_report), which link the MLflow run.
 
 What this run saw of MLflow is kept in `tracking.json` beside the results, so the second half never
 waits again on a server the first half found down: a run waits at most tracking.max_wait_s in total.
@@ -163,6 +164,7 @@ def publish_run(config: RunConfig, run_dir: Path, hold: str | None = None) -> di
     would not outlive this process is no place to log it to.
     """
     from benchgate import spool
+    from benchgate.ci_report import write_reports
     from benchgate.stages import stage_update_baseline
 
     record = dict(read_json(run_dir / RUN_FILE))
@@ -178,11 +180,13 @@ def publish_run(config: RunConfig, run_dir: Path, hold: str | None = None) -> di
             record |= {"baseline_since_unix": meta["created_unix"], "baseline_reason": meta["reason"]}
         published |= _record(config, run_dir, record, hold)
     _write(run_dir / PUBLISHED_FILE, published)
+    # After the record, so the summary can link the MLflow run; in the results, so cluster runs have them.
+    write_reports(run_dir)
     return published
 
 
 def _record(config: RunConfig, run_dir: Path, record: dict[str, Any], hold: str | None) -> dict[str, Any]:
-    from benchgate import spool, tracking
+    from benchgate import spool, tracking, tracking_view
 
     entry = spool.write_entry(config.tracking.spool_dir, run_dir, record)
     state = _state(run_dir)
@@ -207,4 +211,4 @@ def _record(config: RunConfig, run_dir: Path, record: dict[str, Any], hold: str 
         spool.remove(entry)
     except DiskError as e:
         raise DiskError(f"the run is logged to MLflow as run {run_id}, but {e}") from None
-    return {"mlflow_run_id": run_id, "spooled": None, "mlflow_url": tracking.run_url(tracker, run_id)}
+    return {"mlflow_run_id": run_id, "spooled": None, "mlflow_url": tracking_view.run_url(tracker, run_id)}

@@ -1,12 +1,20 @@
-"""Tables for people: the verdict as a rich table for the terminal and as Markdown for CI logs."""
+"""Tables for people: the verdict as a rich table for the terminal and as Markdown for CI logs.
+
+compare.md leads with what a reader acts on: the verdict, then the next steps that would decide it
+(`next_steps`), then the table; each row's full rule and notes are folded under the table in a
+`<details>` block ("How this was decided"), since a verdict's reader rarely needs the statistics.
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from benchgate.compare import TIMING, Check, Comparison
+from benchgate.next_steps import next_steps
 
 STATUS_STYLE = {
     "PASS": "green",
@@ -111,16 +119,39 @@ def print_verdict(comparison: Comparison, console: Console) -> None:
     console.print(f"verdict: [{style}]{comparison.verdict}[/] (exit {comparison.exit_code})")
 
 
-def markdown(comparison: Comparison) -> str:
-    lines = [
-        f"### benchgate verdict: **{comparison.verdict}**",
-        "",
+DETAILS_SUMMARY = "How this was decided"
+# Where no result directory is given, commands name it DIR: compare.md and report.html sit in it.
+DIR_LEGEND = "DIR: this run's result directory (the one holding this report)"
+
+
+def step_lines(comparison: Comparison, out_dir: Path | None) -> list[str]:
+    """The next steps as printed under a verdict; with no `out_dir`, a last line saying what DIR is."""
+    steps = next_steps(comparison, out_dir)
+    if out_dir is None and any("DIR" in step for step in steps):
+        steps.append(DIR_LEGEND)
+    return steps
+
+
+def markdown(comparison: Comparison, out_dir: Path | None = None) -> str:
+    """compare.md: the verdict, what to do next, the table, then how each row was decided (folded)."""
+    lines = [f"### benchgate verdict: **{comparison.verdict}** (exit {comparison.exit_code})", ""]
+    steps = step_lines(comparison, out_dir)
+    if len(steps) == 1:
+        lines += [f"**Next:** {steps[0]}", ""]
+    elif steps:
+        lines += ["**Next:**", "", *(f"- {step}" for step in steps), ""]
+    lines += [
         f"workload `{comparison.workload}` on `{comparison.machine_profile}`",
         "",
         "| " + " | ".join(HEADER) + " |",
         "|" + "---|" * len(HEADER),
     ]
     lines += ["| " + " | ".join(row) + " |" for row in rows(comparison)]
-    lines += [""] + [f"- {line}" for line in footnote_lines(comparison)]
+    explained = footnote_lines(comparison)
+    if explained:
+        # GitHub renders Markdown inside <details> only after a blank line.
+        lines += ["", f"<details><summary>{DETAILS_SUMMARY}</summary>", ""]
+        lines += [f"- {line}" for line in explained]
+        lines += ["", "</details>"]
     lines += [f"\n> {note}" for note in comparison.notes]
     return "\n".join(lines) + "\n"

@@ -7,9 +7,11 @@ to pass; resuming continues the same sequence, whose looks keep its error contro
 What a resume may continue: the A/B of DIR's own run (config.json, env.json, ab/ws<N>/ab.json), of the
 same base commit against the same candidate: a commit, or a working tree that is still that clean
 commit. The base (and a candidate commit) are checked out afresh into a temporary directory; the new
-rounds, compare.json, compare.md and report.html are written into DIR. The run's own configuration
-(DIR/config.json) is kept; a `--config` file given to the resume contributes only its [gate.ab]
-section (the budget: max_rounds, max_seconds), so the resumed rounds measure what the first ones did.
+rounds, compare.json, compare.md, report.html and the CI reports (summary.md, junit.xml) are written
+into DIR, and published.json marks the run resumed (its MLflow run holds the verdict before the
+resume). The run's own configuration (DIR/config.json) is kept; a `--config` file given to the resume
+contributes only its [gate.ab] section (the budget: max_rounds, max_seconds), so the resumed rounds
+measure what the first ones did.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from benchgate import outdir
 from benchgate.ab_runner import AB_FILE, RoundCallback, Side
 from benchgate.comparison import Comparison
 from benchgate.config import RunConfig
+from benchgate.diskfaults import writing
 from benchgate.env import capture_git
 from benchgate.errors import BadInputError
-from benchgate.files import read_json
+from benchgate.files import read_json, read_json_object, write_json
 
 UNDECIDED = ("UNKNOWN", "CONTINUE")
 
@@ -57,7 +60,8 @@ def resume_gate(
     """Continue the undecided A/B world sizes of the run in `out_dir`; returns the new comparison.
 
     `config`: where the budget comes from (its gate.ab only); the run's own config.json otherwise."""
-    from benchgate.publish import write_report
+    from benchgate.ci_report import CI_FILES, write_reports
+    from benchgate.publish import PUBLISHED_FILE, write_report
     from benchgate.source import checkout, import_paths
     from benchgate.stages import stage_ab
 
@@ -73,7 +77,7 @@ def resume_gate(
             "only an A/B that ended UNKNOWN can be resumed"
         )
     with outdir.claimed(out_dir) as out:
-        out.will_write(["ab", "compare.json", "compare.md", "report.html"])
+        out.will_write(["ab", "compare.json", "compare.md", "report.html", PUBLISHED_FILE, *CI_FILES])
         settings = RunConfig.model_validate(read_json(out_dir / "config.json"))
         if config is not None:
             gate = settings.gate.model_copy(update={"ab": config.gate.ab})
@@ -97,4 +101,20 @@ def resume_gate(
                 candidate = _working_tree(env, first["candidate"]["description"])
             comparison = stage_ab(settings, out_dir, undecided, base, candidate, on_round, resume=True)
         write_report(settings, out_dir)
+        _mark_resumed(out_dir)
+        write_reports(out_dir, out_dir)
     return comparison
+
+
+def _mark_resumed(out_dir: Path) -> None:
+    """published.json says the verdict was decided after the run was published: its MLflow run holds
+    the verdict before the resume (the CI summary says so beside its link)."""
+    from benchgate.publish import PUBLISHED_FILE
+
+    path = out_dir / PUBLISHED_FILE
+    try:
+        published = read_json_object(path) if path.is_file() else {}
+    except ValueError as e:  # names the file
+        raise BadInputError(f"--resume: {e}") from None
+    with writing("the results", path):
+        write_json(path, published | {"resumed": True})

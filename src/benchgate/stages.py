@@ -15,7 +15,7 @@ from typing import Any
 from benchgate import fingerprint
 from benchgate.ab_rows import apply_ab, apply_ab_scaling, undecided_world_sizes
 from benchgate.ab_runner import AB_FILE, RoundCallback, Side, run_ab
-from benchgate.baseline import find_baseline, save_baseline
+from benchgate.baseline import describe, find_baseline, made_of, save_baseline
 from benchgate.compare import TIMING, Comparison, compare, load_comparison, without_reachable_baseline
 from benchgate.config import RunConfig
 from benchgate.diskfaults import writing
@@ -76,11 +76,23 @@ def stage_compare(
     baseline = find_baseline(config.gate.baseline_dir, current.machine_profile, workload)
     comparison = compare(baseline, current, config.gate.tolerances)
     comparison.on_unknown = config.gate.on_unknown
+    skipped = eval_skipped(config, current)
+    if skipped is not None:
+        comparison.notes.append(skipped)
     state = tracking_state or {}
     if baseline is None and state.get("enabled") and state.get("reachable") is False:
         comparison = without_reachable_baseline(comparison, str(state.get("error") or "unreachable"))
     write_comparison(run_dir, comparison)
     return comparison, current, baseline
+
+
+def eval_skipped(config: RunConfig, current: Bundle) -> str | None:
+    """The note of an eval that did not run, and why; None when it ran (its rows say so)."""
+    if current.eval is None and not config.eval.enabled:
+        return "eval skipped: eval.enabled is false (--no-eval): no perplexity or probe checks"
+    if current.eval is not None and "skipped" in current.eval:
+        return f"eval skipped: {current.eval['skipped']}"
+    return None
 
 
 def worlds_for_ab(
@@ -161,29 +173,95 @@ def fingerprints_unseen_by_ab(config: RunConfig, current: Bundle) -> list[str]:
     return fingerprint.differing(baseline.env.get("fingerprints"), current.env.get("fingerprints"))
 
 
+# Why `auto` promotes a run (should_update_baseline); the explicit policy's reason is FORCED.
+AUTO_REASON = "branch main"
+FORCED = "--update-baseline"
+# What the baseline policy decided about this run, beside its results: for the terminal and the log.
+BASELINE_DECISION_FILE = "baseline-decision.json"
+
+
 def should_update_baseline(config: RunConfig, env: dict[str, Any], comparison: Comparison) -> str | None:
     """The reason to write this run as the baseline, or None.
 
     No ratchet: `auto` promotes only a run on main from a clean tree whose every timing check PASSed
     (or is NEW: the first baseline). A WARN, UNKNOWN or FAIL run never becomes the reference, so two
-    successive 4% slowdowns are both measured against the same baseline.
+    successive 4% slowdowns are both measured against the same baseline. (`held_back` then keeps a run
+    that measured less than the baseline it would replace.)
     """
     policy = config.gate.update_baseline
     if policy == "always":
-        return "--update-baseline"
+        return FORCED
     git = env.get("git", {})
     if policy != "auto" or git.get("branch") != "main" or git.get("dirty") is not False:
         return None
     timing_ok = all(c.status in ("PASS", "NEW") for c in comparison.checks if c.metric == TIMING)
     if comparison.verdict in ("PASS", "WARN") and timing_ok:
-        return "branch main"
+        return AUTO_REASON
+    return None
+
+
+def held_back(run: dict[str, Any], current: dict[str, Any] | None) -> str | None:
+    """Why `auto` does not promote a run that measured `run` (baseline.made_of) over the profile's
+    `current` baseline (None: there is none), or None.
+
+    Every later run is judged against the baseline, so a trial run must not become it unnoticed: one
+    without the eval would leave later evals unchecked, and one of fewer steps makes the timing noisier
+    than the baseline it would replace. Only `--update-baseline` (gate.update_baseline = "always") writes
+    such a run.
+    """
+    if run["eval"] == "off":
+        return "the run had eval off (eval.enabled = false): later evals would have nothing to compare with"
+    if current is not None and run["steps"] < current["steps"]:
+        return f"the run measured {run['steps']} steps, fewer than the current baseline's {current['steps']}"
     return None
 
 
 def stage_update_baseline(config: RunConfig, run_dir: Path, comparison: Comparison) -> Path | None:
-    """Write the run in `run_dir` as its profile's baseline when the policy says so; returns where."""
+    """Write the run in `run_dir` as its profile's baseline when the policy says so; returns where.
+
+    Says what it decided (printed, and in run_dir/baseline-decision.json for `benchgate run`): a written
+    baseline with what it is made of, or why `auto` kept an eligible run from becoming it and how to
+    force it."""
     current = load_bundle(run_dir)
     reason = should_update_baseline(config, current.env, comparison)
     if reason is None:
         return None
-    return save_baseline(current, config.gate.baseline_dir, reason)
+    assert current.workload is not None  # a loaded bundle has metrics
+    previous = find_baseline(config.gate.baseline_dir, current.machine_profile, current.workload)
+    made = made_of(current)
+    why_not = held_back(made, made_of(previous) if previous else None) if reason == AUTO_REASON else None
+    written = None
+    if why_not is not None:
+        line = (
+            f"baseline not written: {why_not}. To make it the baseline anyway, run again with "
+            '--update-baseline (gate.update_baseline = "always")'
+        )
+    else:
+        written = save_baseline(current, config.gate.baseline_dir, reason)
+        which = "the first baseline of this profile" if previous is None else "replaces the previous baseline"
+        line = f"baseline written: {written} ({which}, {reason}: {describe(made)})"
+    print(f"benchgate publish: {line}", flush=True)
+    decision = {"written": str(written) if written else None, "reason": reason, "made_of": made, "line": line}
+    write_json(run_dir / BASELINE_DECISION_FILE, decision)
+    return written
+
+
+def baseline_lines(out_dir: Path, written: Path | None) -> list[str]:
+    """What the baseline policy decided about the run gathered in `out_dir`, for the terminal."""
+    path = out_dir / BASELINE_DECISION_FILE
+    if path.is_file():
+        return [str(read_json(path)["line"])]
+    return [f"baseline written: {written}"] if written else []
+
+
+def result_files(out_dir: Path) -> str:
+    """The result files the run left in `out_dir`, as the terminal lists them (only those that exist)."""
+    names = ["compare.json"] if (out_dir / "compare.json").is_file() else []
+    if any(out_dir.glob("metrics-ws*.json")):
+        names.append("metrics-ws*.json")
+    evaluation = out_dir / "eval.json"
+    if evaluation.is_file():
+        names.append("eval.json (skipped)" if "skipped" in read_json(evaluation) else "eval.json")
+    if (out_dir / "trace").is_dir():
+        names.append("trace/")
+    return ", ".join(names)

@@ -1,8 +1,12 @@
-"""Profiler trace of a few training steps, written for TensorBoard's PyTorch profiler plugin.
+"""Profiler trace of a few training steps: one gzipped Chrome trace, `<out>/trace/*.pt.trace.json.gz`.
 
 The schedule is finite (`repeat=1`): without it torch.profiler cycles forever and writes a trace per
 cycle. Steps carry the record_function ranges of `benchgate.training` (data, forward, loss, backward,
-optimizer_step). Open with: tensorboard --logdir <out>/trace  (needs torch-tb-profiler).
+optimizer_step). The trace is written gzipped: a few steps of a small model are megabytes of JSON that
+compress about tenfold, and both viewers read the .gz as it is:
+
+- Perfetto: open https://ui.perfetto.dev and drop the .json.gz on it (nothing to install);
+- TensorBoard: `tensorboard --logdir <out>/trace` (needs torch-tb-profiler), per-operator tables too.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from benchgate.workloads.base import load_workload
 
 
 def run_trace(config: RunConfig, trace_dir: Path) -> dict[str, Any]:
-    """Profile `wait + warmup + active` steps at world size 1; writes *.pt.trace.json under `trace_dir`."""
+    """Profile `wait + warmup + active` steps at world size 1; writes *.pt.trace.json.gz under `trace_dir`."""
     settings = config.trace
     workload = load_workload(config.bench.workload, dict(config.bench.workload_args))
     device = resolve_device(config.bench.device)
@@ -35,7 +39,9 @@ def run_trace(config: RunConfig, trace_dir: Path) -> dict[str, Any]:
     with profile(
         activities=activities,
         schedule=schedule(wait=settings.wait, warmup=settings.warmup, active=settings.active, repeat=1),
-        on_trace_ready=tensorboard_trace_handler(str(trace_dir), worker_name=f"{workload.name}-ws1"),
+        on_trace_ready=tensorboard_trace_handler(
+            str(trace_dir), worker_name=f"{workload.name}-ws1", use_gzip=True
+        ),
         record_shapes=True,
         profile_memory=True,
     ) as prof:

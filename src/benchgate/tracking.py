@@ -1,8 +1,9 @@
 """MLflow adapter: each gate run as a parent run with a child per world size and eval; baselines back.
 
-Layout in the experiment (default "benchgate"):
+Layout in the experiment (default "benchgate"; how MLflow's UI shows it is `tracking_view.py`):
 
-    parent  "<workload> @ <commit12>"  tags: machine profile, workload, commit, branch, version, KFP run
+    parent  "<VERDICT> on <profile>: <workload> @ <commit12>"  description: compare.md's verdict table
+            tags: verdict, machine profile, workload, commit, branch, version, KFP run
             params: the validated config, flattened ("bench.steps", "gate.tolerances....")
             metrics: figures.run_figures (ws<N>/..., scaling_efficiency_pct, eval/..., gate/...) and the
                      per-step series ws<N>/step_time_ms, ws<N>/tokens_per_s, ws<N>/loss
@@ -49,6 +50,17 @@ from benchgate.errors import BadInputError
 from benchgate.figures import bench_figures, eval_figures, run_figures
 from benchgate.results import Bundle
 from benchgate.spool import SpooledRun, read_entry
+from benchgate.tracking_view import (
+    EXPERIMENT_KIND,
+    TAG_DESCRIPTION,
+    TAG_EXPERIMENT_KIND,
+    description,
+    mark_experiment_kind,
+    metric,
+    run_name,
+    step_series,
+    system_series,
+)
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -204,26 +216,24 @@ def short_error(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
 
 
-def run_url(tracker: Tracker, run_id: str) -> str | None:
-    """The run's page in the MLflow UI (None for the embedded store: `make ui` serves it)."""
-    if not tracker.uri.startswith(("http://", "https://")):
-        return None
-    return f"{tracker.uri.rstrip('/')}/#/experiments/{tracker.experiment_id}/runs/{run_id}"
-
-
 def _experiment(client: MlflowClient, config: RunConfig) -> str:
     from mlflow.exceptions import MlflowException
 
     name = config.tracking.experiment
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
+        mark_experiment_kind(client, experiment)
         return str(experiment.experiment_id)
     location = None
     if is_local_store(config):
         # Artifacts beside the SQLite file, not in ./mlruns of whatever directory a task runs in.
         location = (Path(config.tracking.local_dir) / "artifacts").resolve().as_uri()
     try:
-        return str(client.create_experiment(name, artifact_location=location))
+        return str(
+            client.create_experiment(
+                name, artifact_location=location, tags={TAG_EXPERIMENT_KIND: EXPERIMENT_KIND}
+            )
+        )
     except MlflowException:  # created meanwhile by another run
         experiment = client.get_experiment_by_name(name)
         if experiment is None:
@@ -244,34 +254,6 @@ def flatten_params(config: dict[str, Any], prefix: str = "") -> dict[str, str]:
         else:
             params[name] = str(value)[:MAX_PARAM_LENGTH]
     return params
-
-
-def _metric(key: str, value: float, timestamp_ms: int, step: int = 0) -> Metric:
-    from mlflow.entities import Metric
-
-    return Metric(key, float(value), timestamp_ms, step)
-
-
-def _series(prefix: str, metrics: dict[str, Any], timestamp_ms: int) -> list[Metric]:
-    """Per-step series of one world size: step time, throughput, loss (step = measured step index)."""
-    samples = metrics["samples"]
-    out = []
-    for i, seconds in enumerate(samples["step_time_s"]):
-        out.append(_metric(f"{prefix}step_time_ms", seconds * 1e3, timestamp_ms, i))
-        out.append(_metric(f"{prefix}tokens_per_s", samples["tokens_per_s"][i], timestamp_ms, i))
-        out.append(_metric(f"{prefix}loss", samples["loss"][i], timestamp_ms, i))
-    return out
-
-
-def _system_series(metrics: dict[str, Any], started_ms: int) -> list[Metric]:
-    system = metrics.get("system") or {}
-    times = system.get("t_s", [])
-    out = []
-    for name, values in system.get("series", {}).items():
-        for i, value in enumerate(values):
-            if value is not None:
-                out.append(_metric(f"system/{name}", value, started_ms + int(times[i] * 1e3), i))
-    return out
 
 
 def _log_batch(
@@ -358,13 +340,16 @@ def _log(tracker: Tracker, run: SpooledRun) -> tuple[str, bool]:
             TAG_BASELINE_SINCE: repr(float(marked)),  # exact: the directory store compares it
             TAG_BASELINE_REASON: str(record.get("baseline_reason", "")),
         }
-    commit = tags.get(TAG_COMMIT, "")
-    run_name = f"{workload} @ {commit[:12]}" if commit else workload
-    parent = client.create_run(tracker.experiment_id, start_time=started_ms, tags=tags, run_name=run_name)
+    parent = client.create_run(
+        tracker.experiment_id,
+        start_time=started_ms,
+        tags=tags | {TAG_DESCRIPTION: description(run.entry, comparison.verdict)},
+        run_name=run_name(comparison.verdict, tags[TAG_PROFILE], workload, tags.get(TAG_COMMIT, "")),
+    )
     parent_id = parent.info.run_id
-    metrics = [_metric(k, v, now_ms) for k, v in run_figures(bundle, comparison).items()]
+    metrics = [metric(k, v, now_ms) for k, v in run_figures(bundle, comparison).items()]
     for ws, m in sorted(bundle.metrics.items()):
-        metrics += _series(f"ws{ws}/", m, now_ms)
+        metrics += step_series(f"ws{ws}/", m, now_ms)
     _log_batch(client, parent_id, metrics, flatten_params(run.config))
     client.log_artifacts(parent_id, str(run.entry))
     # Children share the parent's identity (profile, commit, ...) for filtering, not its baseline mark.
@@ -390,17 +375,17 @@ def _log_children(
         tracker.client.set_terminated(run.info.run_id, "FINISHED", now_ms)
 
     for ws, m in sorted(bundle.metrics.items()):
-        figures = [_metric(k, v, now_ms) for k, v in bench_figures(m).items()]
+        figures = [metric(k, v, now_ms) for k, v in bench_figures(m).items()]
         params = {key: str(m.get(key)) for key in ("threads_per_rank", "timing", "precision")}
         child(
             f"bench ws={ws}",
-            figures + _series("", m, now_ms) + _system_series(m, started_ms),
+            figures + step_series("", m, now_ms) + system_series(m, started_ms),
             {"world_size": str(ws), **params},
         )
     if bundle.eval and "perplexity" in bundle.eval:
         child(
             "eval",
-            [_metric(k.removeprefix("eval/"), v, now_ms) for k, v in eval_figures(bundle.eval).items()],
+            [metric(k.removeprefix("eval/"), v, now_ms) for k, v in eval_figures(bundle.eval).items()],
         )
 
 
@@ -411,6 +396,3 @@ def _delete_with_children(tracker: Tracker, parent_id: str) -> None:
     for child in children:
         tracker.client.delete_run(child.info.run_id)
     tracker.client.delete_run(parent_id)
-
-
-# ---------------------------------------------------------------- reading

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -51,13 +52,20 @@ def test_gate_defaults_end_to_end_with_eval_and_trace(tmp_path: Path) -> None:
         "compare.md",
     ):
         assert (out / name).is_file(), name
-    assert list((out / "trace").glob("*.pt.trace.json"))
+    assert list((out / "trace").glob("*.pt.trace.json.gz"))
     compare = read_json(out / "compare.json")
     names = {c["name"] for c in compare["checks"]}
     assert {"scaling efficiency (1->2)", "perplexity (held-out)", "probe facts accuracy"} <= names
     stored = list((tmp_path / "b").glob("*/gpt-tiny/eval.json"))
     assert len(stored) == 1
     assert read_json(stored[0])["perplexity"] == read_json(out / "eval.json")["perplexity"]
+    # Outside a benchgate checkout `make ui` serves nothing: the hint is the command that serves this store.
+    store = f"sqlite:///{tmp_path / '.benchgate' / 'mlflow' / 'mlflow.db'}"
+    browse = next(line for line in result.stdout.splitlines() if line.startswith("browse: "))
+    assert "make ui" not in browse
+    assert f"MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false {Path(sys.executable).with_name('mlflow')} ui" in browse
+    assert f"--backend-store-uri {store} --host 127.0.0.1 --port 5000" in browse
+    assert re.search(r"then open http://127\.0\.0\.1:5000/#/experiments/\d+/runs", browse), browse
 
 
 @pytest.mark.parametrize(
@@ -205,6 +213,10 @@ def test_cli_compare_of_identical_runs_without_noise_history_is_unknown_exit_4(t
     assert result.returncode == 4, result.stdout + result.stderr
     assert "verdict: UNKNOWN (exit 4)" in result.stdout
     assert "run-to-run noise unknown (0 of 3 earlier baseline runs)" in result.stdout
+    # Last, what decides it: no A/B ran, so an A/B against a base.
+    last = result.stdout.rstrip().splitlines()[-1]
+    assert last.startswith("next: the run-to-run noise is not known yet (ws=1)"), last
+    assert "`benchgate run --base origin/main`" in last
 
 
 def test_cli_compare_of_identical_runs_with_quiet_history_passes(tmp_path: Path) -> None:
@@ -221,3 +233,29 @@ def test_cli_env_prints_the_machine_profile(tmp_path: Path) -> None:
     assert result.returncode == 0
     profile = read_json(tmp_path / "env.json")["machine_profile"]
     assert f"machine profile: {profile}" in result.stdout
+
+
+def test_mlflow_ui_hint_is_make_ui_only_in_a_checkout_that_serves_this_store(tmp_path: Path) -> None:
+    from benchgate.cli_tracking import mlflow_ui_command
+    from benchgate.tracking_view import ui_url
+
+    checkout = Path(__file__).resolve().parents[2]
+    recipe = (checkout / "Makefile").read_text().split("\nui:")[1].split("\n\n")[0]
+    store = f"sqlite:///{(checkout / '.benchgate' / 'mlflow' / 'mlflow.db').resolve()}"
+    runs = f"then open {ui_url('http://127.0.0.1:5000', '7')}"
+    assert runs.startswith("then open http://127.0.0.1:5000/#/experiments/7/runs")
+    assert mlflow_ui_command(store, "7", checkout) == f"make ui  {runs}"
+    # Elsewhere, or another store: the command the Makefile's `ui` target runs, with this store.
+    for uri, cwd in ((store, tmp_path), (f"sqlite:///{tmp_path / 'other.db'}", checkout)):
+        command = mlflow_ui_command(uri, "7", cwd)
+        assert command.endswith(runs) and "make ui" not in command
+        for part in (
+            "MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false",
+            " ui --backend-store-uri",
+            "--host 127.0.0.1",
+        ):
+            assert part in recipe and part in command
+        assert f"--backend-store-uri {uri} " in command
+    assert mlflow_ui_command(store, None, tmp_path).endswith("--port 5000 --workers 1")
+    # A tracking server is browsed where it is served.
+    assert mlflow_ui_command("http://mlflow:5000/", "3", tmp_path) == ui_url("http://mlflow:5000/", "3")

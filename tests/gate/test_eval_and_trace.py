@@ -1,7 +1,8 @@
-"""The eval stage is bit-for-bit repeatable; the trace opens in torch-tb-profiler's own loader."""
+"""The eval stage is bit-for-bit repeatable; the gzipped trace opens in torch-tb-profiler's own loader."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -55,7 +56,12 @@ def test_trace_loads_in_torch_tb_profiler_with_the_step_ranges(config_factory, t
 
     summary = run_trace(config_factory(bench=TINY), tmp_path / "trace")
     assert len(summary["files"]) == 1, "repeat=1 must give exactly one trace file"
-    trace = json.loads((tmp_path / "trace" / summary["files"][0]).read_text())
+    written = tmp_path / "trace" / summary["files"][0]
+    assert written.name.endswith(".pt.trace.json.gz")
+    raw = gzip.decompress(written.read_bytes())
+    # Gzipped to a small fraction of the JSON (a tenth or less for this trace).
+    assert written.stat().st_size < len(raw) / 5
+    trace = json.loads(raw)
     names = {e.get("name") for e in trace["traceEvents"]}
     assert {"data", "forward", "loss", "backward", "optimizer_step"} <= names
 

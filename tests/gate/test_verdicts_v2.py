@@ -176,7 +176,8 @@ def test_make_bench_on_a_fresh_clone_passes_every_time_and_grows_the_history(tmp
         "x",
     )
     venv = Path(sys.executable).parent.parent
-    args = "--steps 10 --warmup 2 --world-sizes 1 --no-eval --no-trace --no-tracking"
+    # Eval off keeps it short; such a run becomes the baseline only on request (stages.held_back).
+    args = "--steps 10 --warmup 2 --world-sizes 1 --no-eval --no-trace --no-tracking --update-baseline"
     for attempt in range(3):
         # The real target, on this interpreter's environment (-o: already installed, not reinstalled).
         done = subprocess.run(

@@ -63,5 +63,5 @@ async def test_verdict_and_figures_reach_the_status(
     assert sum(verdict["checks"].values()) == len(comparison.checks)
     assert status["mlflowRunId"] == second_gate_run["run_id"]
     assert status["mlflowRunUrl"].startswith("https://mlflow.example/#/experiments/")
-    assert status["mlflowRunUrl"].endswith(f"/runs/{second_gate_run['run_id']}")
+    assert status["mlflowRunUrl"].endswith(f"/runs/{second_gate_run['run_id']}?workflowType=machine_learning")
     assert next(c for c in status["conditions"] if c["type"] == "VerdictRead")["reason"] == "FromMLflow"

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from benchgate.compare import Comparison
+from benchgate.compare import Check, Comparison
+from benchgate.comparison import Status
 from benchgate.evaluate import run_eval
-from benchgate.files import read_json
+from benchgate.files import read_json, write_json
 from benchgate.kfp.local_run import run_gate
+from benchgate.kfp.tasks import LOCAL_OUT_VARIABLE, gate_task
 from benchgate.launch import run_bench
 from benchgate.stages import stage_compare, stage_env
 from conftest import make_config
@@ -64,6 +67,11 @@ def test_local_pipeline_verdict_equals_the_stages_called_directly(
     )
     verdict = outcome.pipeline_dir / "compare" / "verdict"
     assert "| tokens/s (ws=2) [" in verdict.read_text(encoding="utf-8")
+    # An UNKNOWN verdict is no crash: the log says it plainly, without kfp.local's failure trace.
+    log = (tmp_path / "pipeline" / "logs" / "pipeline.log").read_text(encoding="utf-8")
+    assert "benchgate gate: verdict UNKNOWN (exit 4)" in log
+    assert "benchgate run: verdict UNKNOWN (exit 4)" in log.split("finished with status")[-1]
+    assert not re.search(r" - ERROR - |Traceback|FAILURE", log), log[-3000:]
 
 
 @pytest.mark.slow
@@ -83,7 +91,7 @@ def test_local_pipeline_eval_equals_run_eval_bit_for_bit(tmp_path: Path) -> None
     direct = run_eval(config, tmp_path / "direct-eval.json")
     assert piped["perplexity"] == direct["perplexity"]
     assert piped["probes"] == direct["probes"]
-    assert list((outcome.out_dir / "trace").glob("*.pt.trace.json"))
+    assert list((outcome.out_dir / "trace").glob("*.pt.trace.json.gz"))
     assert _metrics(outcome.pipeline_dir / "evaluate")["perplexity"] == piped["perplexity"]
 
 
@@ -114,3 +122,33 @@ def test_local_pipeline_benchmarks_the_commit_it_is_given(tmp_path: Path) -> Non
     assert env["git"]["commit"] == sha and env["git"]["branch"] == "main"
     assert read_json(outcome.out_dir / "metrics-ws1.json")["workload"] == "sleepy"
     assert outcome.comparison.verdict == "PASS"
+
+
+@pytest.mark.parametrize(("status", "code"), [("FAIL", 1), ("UNKNOWN", 4), ("PASS", 0)])
+def test_gate_task_fails_the_run_on_a_cluster_and_reports_the_verdict_locally(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    status: Status,
+    code: int,
+) -> None:
+    results = tmp_path / "results"
+    comparison = Comparison("cpu-x", "sleepy", None, [Check("tokens/s (ws=1)", "tok/s", 1.0, status=status)])
+    write_json(results / "compare.json", comparison.to_dict())
+    write_json(results / "published.json", {"mlflow_run_id": None, "spooled": None})
+    # On a cluster (the variable unset): FAIL and UNKNOWN end the task with their exit code, so the
+    # KFP UI shows the run red.
+    monkeypatch.delenv(LOCAL_OUT_VARIABLE, raising=False)
+    if code:
+        with pytest.raises(SystemExit) as exited:
+            gate_task(str(results), str(tmp_path / "cluster-summary"))
+        assert exited.value.code == code
+    else:
+        gate_task(str(results), str(tmp_path / "cluster-summary"))
+    assert f"benchgate gate: verdict {status} (exit {code})" in capsys.readouterr().out
+    # Under `benchgate run`: the task says the verdict and succeeds; the summary carries the exit code.
+    monkeypatch.setenv(LOCAL_OUT_VARIABLE, str(tmp_path / "out"))
+    gate_task(str(results), str(tmp_path / "local-summary"))
+    assert f"benchgate gate: verdict {status} (exit {code})" in capsys.readouterr().out
+    summary = read_json(tmp_path / "local-summary")
+    assert (summary["verdict"], summary["exit_code"]) == (status, code)

@@ -143,7 +143,7 @@ def test_children_per_world_size_and_eval_and_the_artifacts(logged: dict[str, An
         "report.html",
         "trace",
     } <= names
-    assert any(a.path.endswith(".pt.trace.json") for a in client.list_artifacts(parent_id, "trace"))
+    assert any(a.path.endswith(".pt.trace.json.gz") for a in client.list_artifacts(parent_id, "trace"))
     local = client.download_artifacts(parent_id, "compare.json", str(tmp_path))
     outcome: GateOutcome = logged["outcome"]
     assert json.loads(Path(local).read_text()) == read_json(outcome.out_dir / "compare.json")

@@ -76,7 +76,7 @@ def test_config_file_missing_or_malformed_is_a_config_error(tmp_path: Path) -> N
 
 
 def test_config_round_trips_through_json() -> None:
-    config = load_config(overrides={"bench.world_sizes": [2, 1], "bench.workload_args": {"size": "tiny"}})
+    config = load_config(overrides={"bench.world_sizes": [1, 2], "bench.workload_args": {"size": "tiny"}})
     again = RunConfig.model_validate_json(config.model_dump_json())
     assert again == config
     assert again.bench.world_sizes == [1, 2]
@@ -152,7 +152,7 @@ def test_the_runners_minimums_are_accepted() -> None:
         overrides={
             "bench.steps": MIN_STEPS,
             "bench.warmup": 0,
-            "bench.world_sizes": [2, 1],
+            "bench.world_sizes": [1, 2],
             "gate.ab.steps": MIN_STEPS,
             "gate.ab.min_rounds": 2,
             "gate.ab.max_rounds": 2,

@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from benchgate.cli import app
-from benchgate.config import MAX_INT, RunConfig, load_config
+from benchgate.config import RunConfig, load_config
+from benchgate.config_types import MAX_INT
 from benchgate.errors import ConfigError
 from benchgate.kfp.params import config_from_parameters, parameters_from_config
 

@@ -199,3 +199,24 @@ def test_history_png_draws_mfu_and_the_reference_ratio(tmp_path: Path) -> None:
     names = ["ws1/mfu_6nd_pct", "ws1/step_time_per_reference_p50"]
     assert history_panels(points, names) == names
     assert history_png(points, tmp_path / "h.png", names).read_bytes().startswith(PNG_MAGIC)
+
+
+def test_html_report_says_the_next_step_under_the_verdict_and_folds_the_rules() -> None:
+    baseline, current = bundle(1), bundle(2, step_s=0.12)
+    # No noise history behind this baseline: UNKNOWN, and no A/B ran.
+    page = html_report(current, compare(baseline, current, Tolerances()), baseline, history(), Path("/r/1"))
+    after_verdict = page.split("</h1>\n", 1)[1]
+    assert after_verdict.startswith('<div class="next"><b>Next:</b><ul><li>the run-to-run noise is not known')
+    assert "<code>benchgate run --base origin/main</code>" in after_verdict.split("</div>", 1)[0]
+    table_end = page.index("</table>")
+    details = page.index("<details><summary>How this was decided</summary><ul><li>[1] tokens/s (ws=1)")
+    assert details == table_end + len("</table>")
+    assert page.index("rule: ") > details  # the rules only inside the fold
+
+
+def test_html_report_of_a_pass_has_no_next_step() -> None:
+    current = bundle(2)
+    comparison = Comparison(PROFILE, "w", None, [Check("made up", "%", 1.0)])
+    page = html_report(current, comparison, None, [])
+    assert 'class="next"' not in page.split("<style>")[1].split("</style>")[1]
+    assert "<details>" not in page

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
+from pathlib import Path
 
 from rich.console import Console
 
@@ -72,3 +74,42 @@ def test_terminal_prints_names_notes_and_rules_as_text_not_markup() -> None:
     assert "t [bold]x[/bold] [1]" in output
     assert "[1] t [bold]x[/bold]: PASS. rule: rule [/]. MLflow said [/x] and [red]no[/red]" in output
     assert "note: unreachable: [/mlflow]" in output
+
+
+def unknown_comparison() -> Comparison:
+    """The screen could not decide ws=1 and no A/B ran: the row as compare writes it."""
+    result = comparison()
+    result.checks[0] = replace(
+        result.checks[0],
+        status="UNKNOWN",
+        note="the interval straddles -5%: run-to-run noise 3.0% is too large",
+    )
+    return result
+
+
+def test_markdown_puts_the_next_step_under_the_verdict_and_folds_the_rules() -> None:
+    text = markdown(unknown_comparison(), Path("/runs/r1"))
+    head, table_and_rest = text.split("\n| check |", 1)
+    assert head.startswith("### benchgate verdict: **UNKNOWN** (exit 4)\n\n**Next:** ")
+    assert "`benchgate run --base origin/main`" in head
+    details = table_and_rest.split("<details><summary>How this was decided</summary>\n\n", 1)[1]
+    assert details.startswith("- [1] tokens/s (ws=1): UNKNOWN. rule: FAIL if the upper bound")
+    assert "\n</details>\n" in details
+    assert text.rstrip().endswith("> a note for the reader")
+
+
+def test_markdown_without_a_directory_says_what_dir_is() -> None:
+    resumable = unknown_comparison()
+    resumable.checks[0] = replace(
+        resumable.checks[0], decided_by="ab", note="undecided after 27 rounds (gate.ab.max_rounds)"
+    )
+    text = markdown(resumable)
+    assert "**Next:**\n\n- the A/B (ws=1) ran out of its budget" in text
+    assert "`benchgate run --resume DIR`" in text
+    assert "- DIR: this run's result directory" in text
+
+
+def test_markdown_of_a_pass_has_no_next_step() -> None:
+    passed = Comparison("p", "w", None, [Check("made up", "%", 1.0)])
+    text = markdown(passed)
+    assert "Next" not in text and "<details>" not in text  # nothing to fold either

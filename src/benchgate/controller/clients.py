@@ -82,6 +82,7 @@ class Verdicts:
         from benchgate import tracking
         from benchgate.config import parse_config
         from benchgate.tracking_read import gate_run_for_kfp
+        from benchgate.tracking_view import ui_url
 
         config = parse_config({"tracking": {"uri": self.settings.mlflow_uri, "experiment": experiment}})
         tracker = tracking.connect(config, budget_s=10.0)
@@ -89,7 +90,7 @@ class Verdicts:
         if run is None:
             return None
         base = self.settings.mlflow_ui
-        url = f"{base}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}" if base else ""
+        url = ui_url(base, run.info.experiment_id, run.info.run_id) if base else ""
         return {"run_id": run.info.run_id, "url": url, "tags": run.data.tags, "metrics": run.data.metrics}
 
 

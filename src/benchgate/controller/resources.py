@@ -20,7 +20,7 @@ from pydantic.alias_generators import to_camel
 
 from benchgate.config import DEFAULT_WORKLOAD, Tolerances
 from benchgate.errors import ConfigError
-from benchgate.kfp.params import config_from_parameters
+from benchgate.kfp.params import config_from_parameters, workload_args_parameter
 from benchgate.kfp.submit import build_arguments
 from benchgate.source import MAX_BRANCH_LENGTH
 
@@ -90,16 +90,25 @@ class RunParameters(_Spec):
     workload: str = Field(
         DEFAULT_WORKLOAD, pattern=WORKLOAD_PATTERN, description="Workload factory as 'module:function'."
     )
+    # The union is pydantic's smart one: each value keeps the type YAML gave it (512 an int, "512" a
+    # string, 512.0 a float, true a boolean), and the pipeline gets them as JSON, which keeps them too.
     workload_args: dict[str, str | int | float | bool] = Field(
         default_factory=dict,
-        description="Keyword arguments of the workload factory (strings, numbers, booleans).",
+        description="Keyword arguments of the workload factory: strings, integers, floats, booleans, each "
+        'passed as written (512 is an int, "512" a string, 512.0 a float).',
         json_schema_extra={KUBE_EXTENSION: True},
     )
-    world_size: int = Field(8, ge=1, le=1024, description="GPUs of the ws=N benchmark (1: ws=1 only).")
-    steps: int = Field(
-        60, ge=3, description="Measured training steps per world size (at least 3: the loss slope is a fit)."
+    # strict: a number is a number (the API server's schema says so too, where it has the CRD).
+    world_size: int = Field(
+        8, ge=1, le=1024, strict=True, description="GPUs of the ws=N benchmark (1: ws=1 only)."
     )
-    warmup: int = Field(10, ge=0, description="Steps run before measuring.")
+    steps: int = Field(
+        60,
+        ge=3,
+        strict=True,
+        description="Measured training steps per world size (at least 3: the loss slope is a fit).",
+    )
+    warmup: int = Field(10, ge=0, strict=True, description="Steps run before measuring.")
     tolerances: Tolerances = Field(
         default_factory=Tolerances, description="What counts as a regression (benchgate's gate.tolerances)."
     )
@@ -199,10 +208,11 @@ def pipeline_arguments(spec: BenchmarkRunSpec, mlflow_tracking_uri: str, known: 
     tracking["experiment"] = spec.mlflow_experiment
     config["tracking"] = tracking
     tolerances = spec.tolerances.model_dump()
+    workload_args = workload_args_parameter(spec.workload_args)
     arguments = {
         "base_commit": spec.base_commit,
         "workload": spec.workload,
-        "workload_args": dict(spec.workload_args),
+        "workload_args": workload_args,
         "world_size_n": spec.world_size,
         "steps": spec.steps,
         "warmup": spec.warmup,
@@ -221,7 +231,7 @@ def pipeline_arguments(spec: BenchmarkRunSpec, mlflow_tracking_uri: str, known: 
     config_from_parameters(
         config,
         workload=spec.workload,
-        workload_args=dict(spec.workload_args),
+        workload_args=workload_args,
         world_size_n=spec.world_size,
         steps=spec.steps,
         warmup=spec.warmup,

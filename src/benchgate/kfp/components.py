@@ -28,7 +28,7 @@ component = dsl.component(base_image=BENCH_IMAGE, install_kfp_package=False)
 def capture_env(
     config: dict,
     workload: str,
-    workload_args: dict,
+    workload_args: str,
     world_size_n: int,
     steps: int,
     warmup: int,
@@ -44,7 +44,8 @@ def capture_env(
     kfp_run_name: str,
     setup: Output[Artifact],
 ) -> None:
-    """Validate the run's parameters into config.json and capture env.json and the machine profile."""
+    """Validate the run's parameters into config.json and capture env.json and the machine profile.
+    workload_args: a JSON object (a string, so that its integers stay integers)."""
     from benchgate.kfp.tasks import env_task
 
     parameters = {

@@ -10,7 +10,9 @@ This module only adds what a terminal user needs around it: fail-fast checks bef
 the tasks' stage markers turned into progress bars (kfp.local's own log goes to logs/pipeline.log), and
 the results gathered from the pipeline root into `config.out` in the familiar layout (with report.html),
 and what became of the run in MLflow. A task's error comes back as the same BenchgateError (and exit
-code) it raised.
+code) it raised. A verdict is not an error: the gate task says it and succeeds here (`tasks.gate_task`),
+and pipeline.log ends with it in one line; `benchgate run` exits with its code. The profiler trace is
+hard-linked, not copied, from the trace task's output into the bundle and `--out`: one copy on disk.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import shutil
 import time
 import warnings
 from collections.abc import Iterator
@@ -33,7 +34,8 @@ from benchgate.credentials import MLFLOW_INSTEAD, refuse_credentials
 from benchgate.errors import BenchgateError, RunFailedError
 from benchgate.files import read_json
 from benchgate.kfp.params import parameters_from_config
-from benchgate.kfp.tasks import ERROR_FILE
+from benchgate.kfp.task_harness import ERROR_FILE
+from benchgate.kfp.tasks import LOCAL_OUT_VARIABLE, link_trace_or_copy, verdict_lines
 from benchgate.launch import default_world_sizes, visible_gpus
 from benchgate.progress import MarkerRelay, Reporter, SilentReporter
 from benchgate.publish import TRACKING_FILE
@@ -183,6 +185,7 @@ def _run_pipeline(
         contextlib.redirect_stdout(_Relay(log, MarkerRelay(timed))),
         warnings.catch_warnings(),
         _tasks_tied_to_this_process(),
+        _environment(LOCAL_OUT_VARIABLE, str(out_dir)),
     ):
         # The components name the bench image, which kfp.local cannot use and warns about per task;
         # running them in this environment is the point.
@@ -205,6 +208,8 @@ def _run_pipeline(
             f"in {results}"
         ) from None
     comparison = load_comparison(out_dir / "compare.json")
+    with contextlib.suppress(OSError), open(log_path, "a", encoding="utf-8") as log:  # a note, not results
+        log.writelines(f"benchgate run: {line}\n" for line in verdict_lines(comparison, out_dir))
     written = summary.get("baseline_written")
     tracking_file = out_dir / TRACKING_FILE
     return GateOutcome(
@@ -218,29 +223,34 @@ def _run_pipeline(
     )
 
 
-@contextlib.contextmanager
-def _tasks_tied_to_this_process() -> Iterator[None]:
+def _tasks_tied_to_this_process() -> contextlib.AbstractContextManager[None]:
     """The pipeline's tasks end with this process, even when it is killed outright (benchgate.lifeline)."""
-    previous = os.environ.get(lifeline.PARENT_PID_VARIABLE)
-    os.environ[lifeline.PARENT_PID_VARIABLE] = str(os.getpid())
+    return _environment(lifeline.PARENT_PID_VARIABLE, str(os.getpid()))
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str) -> Iterator[None]:
+    """`name` set to `value` for the tasks started meanwhile (they inherit this environment)."""
+    previous = os.environ.get(name)
+    os.environ[name] = value
     try:
         yield
     finally:
         if previous is None:
-            os.environ.pop(lifeline.PARENT_PID_VARIABLE, None)
+            os.environ.pop(name, None)
         else:
-            os.environ[lifeline.PARENT_PID_VARIABLE] = previous
+            os.environ[name] = previous
 
 
 def _gather(results: Path, out_dir: Path) -> None:
     """Copy the judged bundle into --out file by file, each complete or absent (a full disk leaves no
-    empty or half file; the pipeline root keeps every original)."""
+    empty or half file; the pipeline root keeps every original). The trace is linked: one copy."""
     for source in sorted(p for p in results.rglob("*") if p.is_file()):
         dest = out_dir / source.relative_to(results)
         dest.parent.mkdir(parents=True, exist_ok=True)
         partial = dest.with_name(f".{dest.name}.partial")
         try:
-            shutil.copyfile(source, partial)
+            link_trace_or_copy(str(source), str(partial))
             os.replace(partial, dest)
         except OSError as e:
             partial.unlink(missing_ok=True)

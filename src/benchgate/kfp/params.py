@@ -4,18 +4,26 @@ The pipeline exposes the settings people change per run as parameters of their o
 N, steps, tolerances, ...) and takes everything else as `config`, a dict shaped like the TOML file.
 The named parameters win over `config`. `benchgate run` goes the other way: it turns a validated
 RunConfig into arguments, so a local run and a cluster run are described by the same values.
+
+Types: KFP carries a dict parameter as a protobuf Struct, in which every number is a double, so 512 in
+`config` arrives as 512.0. For the config's own fields that is undone here (an integral double goes
+back to an int, which every float field takes too). A workload argument cannot be undone that way (the
+factory may want 512.0), so the workload's arguments travel as `workload_args`, a JSON object in a
+string parameter, decoded here with every type intact; `config` may not carry them.
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
+import json
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from benchgate.config import RunConfig, check_world_sizes, parse_config, shown
+from benchgate.config import RunConfig, parse_config, shown
+from benchgate.config_types import MAX_INT, check_world_sizes
 from benchgate.errors import ConfigError
 
 # Where a cluster run keeps the baseline store (a cache of MLflow's baselines), the spool and, without a
@@ -36,11 +44,53 @@ def world_sizes_for(n: int) -> list[int]:
     return [1] if n == 1 else [1, n]
 
 
+def workload_args_parameter(args: Mapping[str, Any]) -> str:
+    """The `workload_args` pipeline parameter for `args`: a JSON object, which keeps 512 an int."""
+    try:
+        return json.dumps(dict(args))
+    except ValueError as e:  # an int of more than 4300 digits has no decimal text
+        raise ConfigError(f"workload_args: got {shown(dict(args))} ({e})") from None
+
+
+def decode_workload_args(value: Any) -> dict[str, Any]:
+    """The workload's keyword arguments from the `workload_args` parameter: a JSON object in a string
+    (what the pipeline takes), or the dict itself from a caller in this process."""
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        try:
+            # NaN and Infinity decode as floats, which the config then refuses, naming the argument.
+            decoded = json.loads(value or "{}")
+        except (ValueError, RecursionError) as e:
+            raise ConfigError(
+                f"workload_args: got {shown(value)} (expected a JSON object, e.g. "
+                f'{{"hidden": 512, "size": "tiny"}}: {e})'
+            ) from None
+        if isinstance(decoded, dict):
+            return decoded
+    raise ConfigError(
+        f"workload_args: got {shown(value)} (expected a JSON object of the workload factory's keyword "
+        'arguments, e.g. {"hidden": 512, "size": "tiny"})'
+    )
+
+
+def _ints_restored(value: Any) -> Any:
+    """`value` with every integral double that fits a JSON-safe int turned back into an int (a Struct
+    parameter made it a double; the config's integer fields want it back, its float fields take either)."""
+    if isinstance(value, dict):
+        return {k: _ints_restored(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ints_restored(v) for v in value]
+    if isinstance(value, float) and value.is_integer() and abs(value) <= MAX_INT:
+        return int(value)
+    return value
+
+
 def config_from_parameters(
     config: dict[str, Any],
     *,
     workload: str,
-    workload_args: dict[str, Any],
+    workload_args: str | dict[str, Any],
     world_size_n: int,
     steps: int,
     warmup: int,
@@ -53,9 +103,17 @@ def config_from_parameters(
 
     Every parameter arrives as the user typed it (`benchgate submit --param`, the KFP UI, a
     BenchmarkRun), so each is checked for its type before it is used: a ConfigError names it.
+    `workload_args` is the JSON object the pipeline takes (or its dict); `config`'s integral doubles are
+    read back as ints (see the module's docstring).
     """
-    data = copy.deepcopy(_table(config, "config"))
+    data = _ints_restored(copy.deepcopy(_table(config, "config")))
     bench = _table(data.setdefault("bench", {}), "config.bench")
+    if bench.get("workload_args"):
+        raise ConfigError(
+            f"config.bench.workload_args: got {shown(bench['workload_args'])} (set the workload_args "
+            'parameter instead, a JSON object such as {"hidden": 512}: in `config` KFP turns every '
+            "number into a float)"
+        )
     gate = _table(data.setdefault("gate", {}), "config.gate")
     tracking = _table(data.setdefault("tracking", {}), "config.tracking")
     if isinstance(world_size_n, bool) or not isinstance(world_size_n, int) or world_size_n < 1:
@@ -65,7 +123,7 @@ def config_from_parameters(
         parse_config({"bench": {"world_sizes": bench["world_sizes"]}})
     bench.update(
         workload=workload,
-        workload_args=workload_args,
+        workload_args=decode_workload_args(workload_args),
         world_sizes=world_sizes_for(world_size_n),
         steps=steps,
         warmup=warmup,
@@ -110,13 +168,15 @@ def parameters_from_config(config: RunConfig, world_sizes: list[int]) -> dict[st
         raise ConfigError(f"bench.world_sizes: got {world_sizes} ({e})") from None
     # KFP parameters cannot hold null; a None field means "the default", so dropping it changes nothing.
     dumped = config.model_dump(mode="json", exclude_none=True)
+    # The workload's arguments go as their own JSON parameter, where their types survive.
+    del dumped["bench"]["workload_args"]
     # Tasks may run in another directory: paths go in absolute, as baseline_dir does below.
     for key in CLUSTER_TRACKING_DIRS:
         dumped["tracking"][key] = str(Path(getattr(config.tracking, key)).resolve())
     return {
         "config": dumped,
         "workload": config.bench.workload,
-        "workload_args": dict(config.bench.workload_args),
+        "workload_args": workload_args_parameter(config.bench.workload_args),
         "world_size_n": max(world_sizes),
         "steps": config.bench.steps,
         "warmup": config.bench.warmup,

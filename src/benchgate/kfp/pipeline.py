@@ -58,11 +58,11 @@ def benchgate_pipeline(
     branch: str = "",
     base_commit: str = "",
     workload: str = DEFAULT_WORKLOAD,
-    workload_args: dict = {},  # noqa: B006 - KFP reads parameter defaults as literals
+    workload_args: str = "{}",
     world_size_n: int = 8,
     steps: int = 60,
     warmup: int = 10,
-    tolerances: dict = {},  # noqa: B006
+    tolerances: dict = {},  # noqa: B006 - KFP reads parameter defaults as literals
     update_baseline: str = "auto",
     baseline_dir: str = CLUSTER_BASELINE_DIR,
     baseline_pvc: str = "",
@@ -73,10 +73,26 @@ def benchgate_pipeline(
     mlflow_secret: str = "benchgate-mlflow",
     config: dict = {},  # noqa: B006
 ) -> None:
-    """commit: full SHA of `repository` to benchmark (empty: the code in the image). branch: the
-    commit's branch (baselines update on main). base_commit: full SHA of the base for A/B timing (empty:
-    the profile's baseline run's commit). world_size_n: GPUs of the ws=N task. config: any other
-    benchgate setting, shaped like the TOML file; the named parameters win."""
+    """The benchgate gate on one commit.
+
+    Args:
+        commit: Full SHA of `repository` to benchmark (empty: the code in the image).
+        repository: Git URL of the code under test.
+        branch: The commit's branch (baselines update on main).
+        base_commit: Full SHA of the base for A/B timing (empty: the profile's baseline run's commit).
+        workload: Workload factory as 'module:function'.
+        workload_args: The workload factory's keyword arguments as a JSON object, e.g.
+            {"hidden": 512, "size": "tiny"}. Each keeps its JSON type: 512 is an int, 512.0 a float,
+            "512" a string, true a boolean.
+        world_size_n: GPUs of the ws=N task (1: ws=1 only).
+        steps: Measured training steps per world size (at least 3).
+        warmup: Steps run before measuring.
+        tolerances: What counts as a regression, as benchgate's gate.tolerances, e.g.
+            {"throughput_drop_pct": 5}.
+        update_baseline: auto (on main, when the timing passes), always or never.
+        config: Any other benchgate setting, shaped like the TOML file, e.g. {"eval": {"enabled":
+            false}}; the named parameters win, and workload arguments go in workload_args.
+    """
 
     def on_gpus(task: dsl.PipelineTask, count: object) -> dsl.PipelineTask:
         task.set_accelerator_type(accelerator_type).set_accelerator_limit(count)

@@ -43,6 +43,7 @@ from typing import Any
 import requests
 
 from benchgate.errors import EXIT_PASS, EXIT_REGRESSION, EXIT_RUN_FAILED, ConfigError, RunFailedError
+from benchgate.kfp.params import workload_args_parameter
 from benchgate.source import validate_branch, validate_commit, validate_repository
 
 DEFAULT_EXPERIMENT = "benchgate"
@@ -144,6 +145,9 @@ def build_arguments(
             )
         if key in arguments:
             raise ConfigError(f"--param: {key!r} has an option of its own (--{key})")
+        if key == "workload_args" and isinstance(value, dict):
+            # The parameter is a JSON object in a string, where 512 stays an int (see kfp.params).
+            value = workload_args_parameter(value)
         arguments[key] = value
     return arguments
 

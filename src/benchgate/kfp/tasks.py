@@ -5,26 +5,20 @@ launcher half of the task: it reads the input artifacts, calls one core stage, w
 artifacts and the figures the KFP UI shows. Imports of heavy stages happen inside the functions so the
 light tasks (compare, gate) start without importing torch.
 
-Errors: a BenchgateError is printed as one line, written to `error.json` beside the task's outputs (the
-local runner reads it back to exit with the right code) and ends the task with its exit code, so the
-task shows red in the KFP UI with the message at the end of its log.
+Each body runs inside `task_harness`: a BenchgateError ends the task with its exit code and `error.json`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
-import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from benchgate import lifeline
-from benchgate.config import RunConfig, parse_config
-from benchgate.diskfaults import disk_error, is_disk_error
-from benchgate.errors import EXIT_REGRESSION, EXIT_UNKNOWN, BenchgateError, ConfigError
+from benchgate.errors import EXIT_REGRESSION, EXIT_UNKNOWN, ConfigError
 from benchgate.files import read_json, write_json
 from benchgate.kfp.params import task_stores
 from benchgate.kfp.pod_stores import (
@@ -33,73 +27,22 @@ from benchgate.kfp.pod_stores import (
     publish_and_keep,
     restore_baseline,
 )
-from benchgate.progress import MarkerReporter
+from benchgate.kfp.task_harness import (
+    MetricsSink,
+    fetch_code_under_test,
+    load_setup,
+    reporting_errors,
+    skipped,
+    stage,
+    start_task,
+)
 
-ERROR_FILE = "error.json"
+if TYPE_CHECKING:
+    from benchgate.comparison import Comparison
 
-
-class MetricsSink(Protocol):
-    """What a task needs of KFP's Output[Metrics] artifact."""
-
-    def log_metric(self, metric: str, value: float) -> None: ...
-
-
-@contextlib.contextmanager
-def reporting_errors(task: str, output_path: str) -> Iterator[None]:
-    lifeline.tie_task_to_run()  # under `benchgate run`: a killed run takes this task and its children
-    try:
-        yield
-    except (BenchgateError, OSError) as raised:
-        if isinstance(raised, OSError) and not is_disk_error(raised):
-            raise
-        # A disk that refused a write anywhere in the task: exit 3 naming the path, not a traceback.
-        exc: BenchgateError = (
-            raised
-            if isinstance(raised, BenchgateError)
-            else disk_error(raised, f"the {task} output", Path(output_path).parent)
-        )
-        print(f"benchgate {task}: error: {exc}", file=sys.stderr, flush=True)
-        with contextlib.suppress(OSError):
-            write_json(
-                Path(output_path).parent / ERROR_FILE,
-                {"task": task, "type": type(exc).__name__, "exit_code": exc.exit_code, "message": str(exc)},
-            )
-        raise SystemExit(exc.exit_code) from None
-
-
-@contextlib.contextmanager
-def stage(name: str, total: int | None = None) -> Iterator[MarkerReporter]:
-    reporter = MarkerReporter()
-    reporter.stage_started(name, total)
-    started = time.perf_counter()
-    yield reporter
-    reporter.stage_finished(name, time.perf_counter() - started)
-
-
-def _load_setup(setup_dir: str) -> tuple[RunConfig, dict[str, Any]]:
-    setup = Path(setup_dir)
-    return parse_config(read_json(setup / "config.json")), read_json(setup / "env.json")
-
-
-def _start(setup_dir: str, output_dir: str) -> tuple[RunConfig, dict[str, Any], Path]:
-    """The run's config and env, and the task's output directory, created."""
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    return *_load_setup(setup_dir), out
-
-
-def _skipped(section: str, enabled: bool) -> bool:
-    if not enabled:
-        print(f"benchgate {section}: {section}.enabled is false; skipped", flush=True)
-    return not enabled
-
-
-def _use_source(env: dict[str, Any], workspace: Path) -> None:
-    """Fetch the commit under test that the env task recorded (nothing when it recorded none)."""
-    from benchgate.source import use_source
-
-    source = env.get("source") or {}
-    use_source(source.get("repository", ""), source.get("commit", ""), workspace)
+# Set by `benchgate run` to its --out directory: the gate task then reports the verdict and succeeds,
+# and `benchgate run` exits with the verdict's code (see gate_task).
+LOCAL_OUT_VARIABLE = "BENCHGATE_LOCAL_OUT"
 
 
 def run_record(kfp_run_id: str, kfp_run_name: str) -> dict[str, Any]:
@@ -185,11 +128,11 @@ def bench_task(
     from benchgate.launch import run_bench
 
     with reporting_errors(f"bench ws={world_size}", results_dir):
-        config, env, out = _start(setup_dir, results_dir)
+        config, env, out = start_task(setup_dir, results_dir)
         if skip_if_one and world_size == 1:
             print("benchgate bench: N is 1, so the ws=1 task already ran this world size; skipped")
             return
-        _use_source(env, out.parent / "workspace")
+        fetch_code_under_test(env, out.parent / "workspace")
         with stage(f"bench ws={world_size}", config.bench.steps) as reporter:
             metrics_path = run_bench(
                 config, world_size, out, reporter.stage_progress, gpus=env["gpu"]["count"]
@@ -210,37 +153,57 @@ def eval_task(setup_dir: str, results_dir: str, figures: MetricsSink) -> None:
     from benchgate.figures import eval_figures
 
     with reporting_errors("eval", results_dir):
-        config, env, out = _start(setup_dir, results_dir)
-        if _skipped("eval", config.eval.enabled):
+        config, env, out = start_task(setup_dir, results_dir)
+        if skipped("eval", config.eval.enabled):
             return
-        _use_source(env, out.parent / "workspace")
+        fetch_code_under_test(env, out.parent / "workspace")
         with stage("eval"):
             result = run_eval(config, out / "eval.json")
+        if "skipped" in result:
+            print(f"benchgate eval: eval skipped: {result['skipped']}", flush=True)
+            return
         for name, value in eval_figures(result).items():
             figures.log_metric(name.removeprefix("eval/"), value)
 
 
 def trace_task(setup_dir: str, trace_dir: str) -> None:
-    """A torch.profiler trace for TensorBoard (nothing when tracing is disabled)."""
+    """A gzipped torch.profiler trace, for Perfetto (https://ui.perfetto.dev) or TensorBoard (nothing
+    when tracing is disabled)."""
     from benchgate.trace import run_trace
 
     with reporting_errors("trace", trace_dir):
-        config, env, out = _start(setup_dir, trace_dir)
-        if _skipped("trace", config.trace.enabled):
+        config, env, out = start_task(setup_dir, trace_dir)
+        if skipped("trace", config.trace.enabled):
             return
-        _use_source(env, out.parent / "workspace")
+        fetch_code_under_test(env, out.parent / "workspace")
         with stage("trace"):
-            run_trace(config, out / "trace")
+            summary = run_trace(config, out / "trace")
+        for name in summary["files"]:
+            print(
+                f"benchgate trace: trace/{name}: open it in https://ui.perfetto.dev, or run "
+                "`tensorboard --logdir trace` (torch-tb-profiler)",
+                flush=True,
+            )
+
+
+def link_trace_or_copy(source: str, dest: str) -> None:
+    """Gather a file: a profiler trace (megabytes, never rewritten) is hard-linked, so the trace task's
+    output, the bundle and `--out` share one copy; anything else, or across filesystems, is copied."""
+    with contextlib.suppress(OSError):
+        if source.endswith((".pt.trace.json.gz", ".pt.trace.json")):
+            Path(dest).unlink(missing_ok=True)
+            return os.link(source, dest)
+    shutil.copy2(source, dest)
 
 
 def _copy_results(source: Path, dest: Path) -> None:
-    """Merge one task's result files into the bundle directory (logs included)."""
+    """Merge one task's result files into the bundle directory (logs included; a trace linked)."""
     for path in source.iterdir():
         target = dest / path.name
         if path.is_dir():
-            shutil.copytree(path, target, dirs_exist_ok=True)
+            shutil.copytree(path, target, dirs_exist_ok=True, copy_function=link_trace_or_copy)
         else:
-            shutil.copy2(path, target)
+            link_trace_or_copy(str(path), str(target))
 
 
 def compare_task(
@@ -268,7 +231,7 @@ def compare_task(
         out.mkdir(parents=True, exist_ok=True)
         for directory in (setup_dir, *input_dirs):
             _copy_results(Path(directory), out)
-        configured, env = _load_setup(setup_dir)
+        configured, env = load_setup(setup_dir)
         config = task_stores(configured, baseline_pvc)
         with stage("compare"):
             tracking_state = refresh_baseline(config, out)
@@ -310,9 +273,13 @@ def ab_task(
     with reporting_errors("A/B", results_dir):
         out = Path(results_dir)
         shutil.copytree(
-            compared_dir, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns(SCREENED_BASELINE)
+            compared_dir,
+            out,
+            dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns(SCREENED_BASELINE),
+            copy_function=link_trace_or_copy,
         )
-        configured, env = _load_setup(setup_dir)
+        configured, env = load_setup(setup_dir)
         config = task_stores(configured, baseline_pvc)
         if config.gate.baseline_dir != configured.gate.baseline_dir:
             restore_baseline(Path(compared_dir), config.gate.baseline_dir)
@@ -363,8 +330,10 @@ def publish_verdict(results: Path, verdict_markdown: str, figures: MetricsSink) 
 
 
 def gate_task(results_dir: str, summary_path: str) -> None:
-    """Fail the task (and so the run) on a FAIL verdict, and on UNKNOWN unless gate.on_unknown is
-    neutral, after writing summary.json.
+    """Say the verdict, write summary.json, and on a cluster fail the task (so the KFP UI shows the run
+    red) on FAIL, and on UNKNOWN unless gate.on_unknown is neutral. Under `benchgate run`
+    (LOCAL_OUT_VARIABLE set) a verdict is no task failure: the task says it and succeeds, and `benchgate
+    run` exits with its code, so pipeline.log shows no failure trace for a run that worked.
 
     The verdict was published (report, baseline, MLflow) by the task that reached it; the summary says
     what became of it, for `benchgate run` and for people reading the run in the KFP UI.
@@ -374,12 +343,12 @@ def gate_task(results_dir: str, summary_path: str) -> None:
 
     with reporting_errors("gate", summary_path):
         results = Path(results_dir)
-        compared = load_comparison(results / "compare.json").to_dict()
+        comparison = load_comparison(results / "compare.json")
         published = read_json(results / PUBLISHED_FILE)
         with stage("gate"):
             write_json(
                 Path(summary_path),
-                {"verdict": compared["verdict"], "exit_code": compared["exit_code"], **published},
+                {"verdict": comparison.verdict, "exit_code": comparison.exit_code, **published},
             )
         if published.get("baseline_written"):
             print(f"benchgate gate: baseline written: {published['baseline_written']}", flush=True)
@@ -394,12 +363,21 @@ def gate_task(results_dir: str, summary_path: str) -> None:
                 "pipeline root",
                 flush=True,
             )
-        print(f"benchgate gate: verdict {compared['verdict']}", flush=True)
-        # Not an error: the gate did its job. A non-zero exit turns the run red in the KFP UI.
-        if compared["verdict"] == "FAIL":
-            raise SystemExit(EXIT_REGRESSION)
-        if compared["verdict"] == "UNKNOWN":
-            if compared["on_unknown"] == "neutral":
-                print("benchgate gate: UNKNOWN treated as neutral (gate.on_unknown = neutral)", flush=True)
-                return
-            raise SystemExit(EXIT_UNKNOWN)
+        local_out = os.environ.get(LOCAL_OUT_VARIABLE, "")
+        for line in verdict_lines(comparison, Path(local_out) if local_out else results):
+            print(f"benchgate gate: {line}", flush=True)
+        if comparison.verdict == "UNKNOWN" and comparison.on_unknown == "neutral":
+            print("benchgate gate: UNKNOWN treated as neutral (gate.on_unknown = neutral)", flush=True)
+        # Not an error: the gate did its job. On a cluster a non-zero exit turns the run red in the KFP UI.
+        if comparison.exit_code and not local_out:
+            raise SystemExit(EXIT_REGRESSION if comparison.verdict == "FAIL" else EXIT_UNKNOWN)
+
+
+def verdict_lines(comparison: Comparison, out_dir: Path) -> list[str]:
+    """The verdict in plain words, "verdict UNKNOWN (exit 4): <next step>", then any further next steps
+    (`benchgate.next_steps`: what decides an UNKNOWN, where a FAIL's detail is; paths under `out_dir`)."""
+    from benchgate.next_steps import next_steps
+
+    steps = next_steps(comparison, out_dir)
+    first = f"verdict {comparison.verdict} (exit {comparison.exit_code})"
+    return [f"{first}: {steps[0]}" if steps else first, *(f"next: {step}" for step in steps[1:])]

@@ -98,8 +98,18 @@ def member_error(where: str, member: str, problem: str) -> WorkloadError:
     return WorkloadError(f"{where}: workload member `{member}` {problem}")
 
 
+def missing_eval_hook(workload: Workload) -> str | None:
+    """Why the eval stage cannot run `workload` (which part of the optional eval hook it lacks), or None."""
+    see = "see the Workload protocol in benchgate/workloads/base.py"
+    if not callable(getattr(workload, "logits", None)):
+        return f"the workload has no eval hook: it has no `logits` method, so no logits to score ({see})"
+    if not is_count(getattr(workload, "eval_seq_len", None)):
+        return f"the workload has no eval hook: it has `logits` but no `eval_seq_len` ({see})"
+    return None
+
+
 def supports_eval(workload: Workload) -> bool:
-    return callable(getattr(workload, "logits", None)) and is_count(getattr(workload, "eval_seq_len", None))
+    return missing_eval_hook(workload) is None
 
 
 def check_members(workload: Any, where: str) -> None:

@@ -2,7 +2,8 @@
 
 Starts a throwaway MLflow server in a temp dir, makes a tiny git repository with two commits on `main`,
 runs `benchgate run` on each commit with MLFLOW_TRACKING_URI pointing at the server, then opens the
-experiment's runs table in headless Chromium and saves the picture.
+experiment's runs table in headless Chromium by the link benchgate gives, in the view it keeps, and
+saves the picture.
 
     .venv/bin/python benchmarks/mlflow_screenshot.py [--out docs/img/mlflow-runs.png]
 
@@ -12,7 +13,6 @@ Needs Chromium on PATH (`apt-get install -y chromium`) and mlflow in the same en
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import struct
@@ -27,20 +27,6 @@ from local_mlflow import QUIET_ENV, free_port, mlflow_server
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENT = "benchgate"
-SHARE_KEY = "benchgate-screenshot"
-# Column ids as the UI spells them (<type>.`<name>`) with widths in px; the default view shows no
-# metrics at all, and at default widths the metric names are cut off.
-COLUMNS = {
-    "attributes.`Run Name`": 240,
-    "runDateAndNestInfo": 140,  # Created
-    "duration": 100,
-    "metrics.`ws1/tokens_per_s_p50`": 170,
-    "metrics.`ws2/tokens_per_s_p50`": 170,
-    "metrics.`ws1/step_time_ms_p50`": 170,
-    "metrics.`scaling_efficiency_pct`": 180,
-    "tags.`benchgate.verdict`": 140,
-    "tags.`benchgate.machine_profile`": 320,
-}
 # The browser opens the UI under this name, not 127.0.0.1: on a loopback hostname the UI auto-opens its
 # Assistant side panel, which would cover a third of the table. Chromium resolves *.localhost to loopback.
 UI_HOST = "mlflow.localhost"
@@ -89,28 +75,24 @@ def run_gates(tmp: Path, repo: Path, shas: list[str], uri: str) -> None:
 
 
 def runs_table_url(uri: str) -> str:
-    """The runs-table URL of experiment 'benchgate', with a shared view state that picks the columns.
+    """The link benchgate gives to experiment 'benchgate's runs table, opened as UI_HOST.
 
-    The UI loads a saved view from the experiment tag `mlflow.sharedViewState.<key>` when the URL has
-    `?viewStateShareKey=<key>` (what its Share button does); that is the only way to choose columns
-    without clicking, since the table's own state lives in the browser's local storage.
+    The columns are benchgate's own view, which each gate run keeps in the experiment tag
+    `mlflow.sharedViewState.benchgate` and the link names: the picture is what users get.
     """
     from mlflow import MlflowClient  # here, not at the top: importing mlflow takes seconds
+
+    from benchgate.tracking_view import TAG_VIEW, ui_url
 
     # Fail fast rather than retry for minutes if the server died under us.
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
-    client = MlflowClient(tracking_uri=uri)
-    experiment = client.get_experiment_by_name(EXPERIMENT)
+    experiment = MlflowClient(tracking_uri=uri).get_experiment_by_name(EXPERIMENT)
     if experiment is None:
         fail(f"no experiment {EXPERIMENT!r} at {uri}: did benchgate run log to MLflow?", code=3)
-    # Run name, Created and Duration always show; selectedColumns adds the metric and tag columns.
-    selected = [column for column in COLUMNS if column.startswith(("metrics.", "tags."))]
-    view = {"selectedColumns": selected, "columnOrder": list(COLUMNS), "columnWidths": COLUMNS}
-    tag = f"mlflow.sharedViewState.{SHARE_KEY}"
-    client.set_experiment_tag(experiment.experiment_id, tag, json.dumps(view))
-    ui = uri.replace("127.0.0.1", UI_HOST)
-    return f"{ui}/#/experiments/{experiment.experiment_id}/runs?viewStateShareKey={SHARE_KEY}"
+    if TAG_VIEW not in experiment.tags:
+        fail(f"experiment {EXPERIMENT!r} has no {TAG_VIEW} tag: benchgate run did not set its view", code=3)
+    return ui_url(uri.replace("127.0.0.1", UI_HOST), experiment.experiment_id)
 
 
 def screenshot(chromium: str, url: str, out: Path, window: str, budget_ms: int) -> None:
@@ -135,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("docs/img/mlflow-runs.png"),
                         help="PNG to write; relative paths are from the repository root")  # fmt: skip
-    # Wide enough for all columns at their widths; two runs need little height.
+    # Wide enough for all of benchgate's columns at their widths; two runs need little height.
     parser.add_argument("--window", default="1920,560", help="browser window WIDTH,HEIGHT in pixels")
     parser.add_argument("--budget-ms", type=int, default=15000, help="Chromium virtual time budget")
     args = parser.parse_args(argv)

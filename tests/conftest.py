@@ -38,6 +38,9 @@ def make_config(tmp_path: Path, **sections: dict[str, Any]) -> RunConfig:
             "baseline_dir": str(tmp_path / "baselines"),
             "update_baseline": "never",
             "tolerances": {"throughput_drop_pct": 10.0},
+            # Short A/B rounds: where these tests reach an A/B (the screen lacks history), they check
+            # what it feeds, not its power (tests/gate/test_ab.py and benchmarks/power.py measure that).
+            "ab": {"min_measured_s": 0.2},
         },
         # MLflow is opt-in per test (tests/tracking turn it on against a real server); when on, the
         # embedded store and the spool stay inside the test's directory.

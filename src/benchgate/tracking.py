@@ -58,6 +58,7 @@ from benchgate.tracking_view import (
     mark_experiment_kind,
     metric,
     run_name,
+    share_view,
     step_series,
     system_series,
 )
@@ -347,6 +348,7 @@ def _log(tracker: Tracker, run: SpooledRun) -> tuple[str, bool]:
         run_name=run_name(comparison.verdict, tags[TAG_PROFILE], workload, tags.get(TAG_COMMIT, "")),
     )
     parent_id = parent.info.run_id
+    share_view(client, tracker.experiment_id, bundle.metrics)  # its columns for this run's world sizes
     metrics = [metric(k, v, now_ms) for k, v in run_figures(bundle, comparison).items()]
     for ws, m in sorted(bundle.metrics.items()):
         metrics += step_series(f"ws{ws}/", m, now_ms)

@@ -1,6 +1,7 @@
-"""What a person sees of a gate run in MLflow: the experiment opens as model training, the run name and
-description carry the verdict, every metric is documented in docs/mlflow.md, and the trace is stored
-once, gzipped. One real gate run (gpt-tiny at ws=1 and 2, eval, trace) against a real `mlflow server`."""
+"""What a person sees of a gate run in MLflow: the experiment opens as model training on benchgate's
+columns, the run name and description carry the verdict, every metric is documented in the README's
+MLflow section, and the trace is stored once, gzipped. One real gate run (gpt-tiny at ws=1 and 2, eval,
+trace) against a real `mlflow server`."""
 
 from __future__ import annotations
 
@@ -17,16 +18,17 @@ from mlflow import MlflowClient
 from benchgate.files import read_json
 from benchgate.kfp.local_run import run_gate
 from benchgate.tracking import TAG_PARENT, connect
-from benchgate.tracking_view import EXPERIMENT_KIND, TAG_EXPERIMENT_KIND
+from benchgate.tracking_view import EXPERIMENT_KIND, TAG_EXPERIMENT_KIND, TAG_VIEW
 from conftest import REPO, make_config
 
-DOC = REPO / "docs" / "mlflow.md"
+DOC = REPO / "README.md"
 # A row of the metrics table: | `name or pattern` | run | unit | meaning |
 ROW = re.compile(r"^\| `([^`]+)` \| (parent|bench|eval) \|", re.MULTILINE)
 
 
 def documented() -> dict[str, list[re.Pattern[str]]]:
-    """The metrics table of docs/mlflow.md as patterns per run (`<N>`, `<name>`: one name segment)."""
+    """The metrics table of the README's MLflow section as patterns per run (`<N>`, `<name>`: one name
+    segment)."""
     rows: dict[str, list[re.Pattern[str]]] = {"parent": [], "bench": [], "eval": []}
     for name, run in ROW.findall(DOC.read_text(encoding="utf-8")):
         parts = re.split(r"(<[A-Za-z]+>)", name)
@@ -111,6 +113,23 @@ def test_the_run_name_description_and_tags_show_verdict_and_profile(viewed: dict
     assert all("mlflow.note.content" not in c.data.tags for c in viewed["children"])
     experiment = viewed["client"].get_experiment(parent.info.experiment_id)
     assert experiment.tags[TAG_EXPERIMENT_KIND] == EXPERIMENT_KIND == "custom_model_development"
+
+
+@pytest.mark.slow
+def test_the_experiment_holds_benchgates_view_of_the_runs_table(viewed: dict[str, Any]) -> None:
+    parent = viewed["parent"]
+    experiment = viewed["client"].get_experiment(parent.info.experiment_id)
+    shown = json.loads(experiment.tags[TAG_VIEW])["selectedColumns"]
+    assert {
+        "tags.`benchgate.verdict`",
+        "tags.`benchgate.machine_profile`",
+        "metrics.`ws1/tokens_per_s_p50`",
+        "metrics.`ws2/tokens_per_s_p50`",
+    } <= set(shown)
+    # Each column names what the parent really logged: a misspelt one would show an empty column.
+    for kind, values in (("metrics", parent.data.metrics), ("tags", parent.data.tags)):
+        names = [c.removeprefix(f"{kind}.`").removesuffix("`") for c in shown if c.startswith(kind)]
+        assert names and set(names) <= set(values), (kind, names)
 
 
 @pytest.mark.slow

@@ -131,6 +131,62 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 REPO_AB_CONFIG = "[gate.ab]\nsteps = 12\nmin_measured_s = 0.2\nwarmup = 2\nmin_rounds = 3\nmax_rounds = 5\n"
 
 
+def tracked_config(tmp_path: Path, uri: str, experiment: str, **sections: dict[str, Any]) -> RunConfig:
+    return make_config(
+        tmp_path,
+        **{
+            "tracking": {
+                "enabled": True,
+                "uri": uri,
+                "experiment": experiment,
+                "local_dir": str(tmp_path / "mlflow"),
+                "spool_dir": str(tmp_path / "spool"),
+            },
+            **sections,
+        },
+    )
+
+
+@pytest.fixture(scope="session")
+def logged_gate_run(mlflow_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One whole gate run (ws=1 and 2, eval, trace) logged to the server as the profile's baseline: what
+    tests/tracking reads back from MLflow (one run for all of them: each costs half a minute)."""
+    from mlflow import MlflowClient  # here: importing mlflow costs seconds, and most tests never do
+
+    from benchgate.kfp.local_run import run_gate
+
+    tmp = tmp_path_factory.mktemp("logged")
+    experiment = f"e2e-{os.urandom(4).hex()}"
+    config = tracked_config(
+        tmp,
+        mlflow_server,
+        experiment,
+        bench={
+            "workload": "benchgate.workloads.gpt:make_workload",
+            "workload_args": {"size": "tiny"},
+            "steps": 6,
+            "warmup": 1,
+            "world_sizes": [1, 2],
+        },
+        eval={"enabled": True, "train_steps": 20},
+        trace={"enabled": True},
+        gate={"baseline_dir": str(tmp / "baselines"), "update_baseline": "always"},
+        out=str(tmp / "first"),
+    )
+    outcome = run_gate(config)
+    client = MlflowClient(tracking_uri=mlflow_server)
+    experiment_id = client.get_experiment_by_name(experiment).experiment_id
+    parent = client.get_run(outcome.published["mlflow_run_id"])
+    return {
+        "config": config,
+        "outcome": outcome,
+        "client": client,
+        "parent": parent,
+        "tmp": tmp,
+        "experiment_id": experiment_id,
+    }
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A fresh repository on main whose results, stores and config files are ignored, so that its tree

@@ -1,9 +1,8 @@
-"""Gate runs logged to a real MLflow server and read back through the MLflow client."""
+"""Gate runs logged_gate_run to a real MLflow server and read back through the MLflow client."""
 
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -18,65 +17,13 @@ from benchgate.kfp.local_run import GateOutcome, run_gate
 from benchgate.publish import refresh_baseline
 from benchgate.results import load_bundle
 from benchgate.tracking import TAG_PARENT, TAG_RUN_KEY
-from conftest import make_config
 
 pytestmark = pytest.mark.slow
 
 
-def tracked_config(tmp_path: Path, uri: str, experiment: str, **sections: dict[str, Any]) -> RunConfig:
-    return make_config(
-        tmp_path,
-        **{
-            "tracking": {
-                "enabled": True,
-                "uri": uri,
-                "experiment": experiment,
-                "local_dir": str(tmp_path / "mlflow"),
-                "spool_dir": str(tmp_path / "spool"),
-            },
-            **sections,
-        },
-    )
-
-
-@pytest.fixture(scope="module")
-def logged(mlflow_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One whole gate run (ws=1 and 2, eval, trace) logged to the server as the profile's baseline."""
-    tmp = tmp_path_factory.mktemp("logged")
-    experiment = f"e2e-{uuid.uuid4().hex[:8]}"
-    config = tracked_config(
-        tmp,
-        mlflow_server,
-        experiment,
-        bench={
-            "workload": "benchgate.workloads.gpt:make_workload",
-            "workload_args": {"size": "tiny"},
-            "steps": 6,
-            "warmup": 1,
-            "world_sizes": [1, 2],
-        },
-        eval={"enabled": True, "train_steps": 20},
-        trace={"enabled": True},
-        gate={"baseline_dir": str(tmp / "baselines"), "update_baseline": "always"},
-        out=str(tmp / "first"),
-    )
-    outcome = run_gate(config)
-    client = MlflowClient(tracking_uri=mlflow_server)
-    experiment_id = client.get_experiment_by_name(experiment).experiment_id
-    parent = client.get_run(outcome.published["mlflow_run_id"])
-    return {
-        "config": config,
-        "outcome": outcome,
-        "client": client,
-        "parent": parent,
-        "tmp": tmp,
-        "experiment_id": experiment_id,
-    }
-
-
-def test_parent_run_carries_the_runs_identity_config_and_figures(logged: dict[str, Any]) -> None:
-    outcome: GateOutcome = logged["outcome"]
-    parent = logged["parent"]
+def test_parent_run_carries_the_runs_identity_config_and_figures(logged_gate_run: dict[str, Any]) -> None:
+    outcome: GateOutcome = logged_gate_run["outcome"]
+    parent = logged_gate_run["parent"]
     env = read_json(outcome.out_dir / "env.json")
     run = read_json(outcome.out_dir / "run.json")
     tags = parent.data.tags
@@ -102,34 +49,40 @@ def test_parent_run_carries_the_runs_identity_config_and_figures(logged: dict[st
         assert parent.data.metrics[name] == pytest.approx(value, rel=1e-9), name
 
 
-def test_per_step_series_and_system_metrics_read_back(logged: dict[str, Any]) -> None:
-    client: MlflowClient = logged["client"]
-    outcome: GateOutcome = logged["outcome"]
+def test_per_step_series_and_system_metrics_read_back(logged_gate_run: dict[str, Any]) -> None:
+    client: MlflowClient = logged_gate_run["client"]
+    outcome: GateOutcome = logged_gate_run["outcome"]
     samples = read_json(outcome.out_dir / "metrics-ws2.json")["samples"]
-    series = client.get_metric_history(logged["parent"].info.run_id, "ws2/step_time_ms")
+    series = client.get_metric_history(logged_gate_run["parent"].info.run_id, "ws2/step_time_ms")
     assert [m.step for m in sorted(series, key=lambda m: m.step)] == list(range(6))
     assert [m.value for m in sorted(series, key=lambda m: m.step)] == pytest.approx(
         [s * 1e3 for s in samples["step_time_s"]]
     )
-    child = _children(logged)["bench ws=2"]
+    child = _children(logged_gate_run)["bench ws=2"]
     assert len(client.get_metric_history(child.info.run_id, "tokens_per_s")) == 6
     cpu = client.get_metric_history(child.info.run_id, "system/cpu_utilization_percentage")
     assert cpu and all(0 <= m.value <= 100 * 64 for m in cpu)
 
 
-def _children(logged: dict[str, Any]) -> dict[str, Any]:
-    runs = logged["client"].search_runs(
-        [logged["experiment_id"]], filter_string=f"tags.`{TAG_PARENT}` = '{logged['parent'].info.run_id}'"
+def _children(logged_gate_run: dict[str, Any]) -> dict[str, Any]:
+    runs = logged_gate_run["client"].search_runs(
+        [logged_gate_run["experiment_id"]],
+        filter_string=f"tags.`{TAG_PARENT}` = '{logged_gate_run['parent'].info.run_id}'",
     )
     return {r.info.run_name: r for r in runs}
 
 
-def test_children_per_world_size_and_eval_and_the_artifacts(logged: dict[str, Any], tmp_path: Path) -> None:
-    client: MlflowClient = logged["client"]
-    parent_id = logged["parent"].info.run_id
-    children = _children(logged)
+def test_children_per_world_size_and_eval_and_the_artifacts(
+    logged_gate_run: dict[str, Any], tmp_path: Path
+) -> None:
+    client: MlflowClient = logged_gate_run["client"]
+    parent_id = logged_gate_run["parent"].info.run_id
+    children = _children(logged_gate_run)
     assert set(children) == {"bench ws=1", "bench ws=2", "eval"}
-    assert children["eval"].data.metrics["perplexity"] == logged["parent"].data.metrics["eval/perplexity"]
+    assert (
+        children["eval"].data.metrics["perplexity"]
+        == logged_gate_run["parent"].data.metrics["eval/perplexity"]
+    )
     assert children["bench ws=1"].data.params["world_size"] == "1"
     names = {a.path for a in client.list_artifacts(parent_id)}
     assert {
@@ -145,17 +98,17 @@ def test_children_per_world_size_and_eval_and_the_artifacts(logged: dict[str, An
     } <= names
     assert any(a.path.endswith(".pt.trace.json.gz") for a in client.list_artifacts(parent_id, "trace"))
     local = client.download_artifacts(parent_id, "compare.json", str(tmp_path))
-    outcome: GateOutcome = logged["outcome"]
+    outcome: GateOutcome = logged_gate_run["outcome"]
     assert json.loads(Path(local).read_text()) == read_json(outcome.out_dir / "compare.json")
     report = Path(client.download_artifacts(parent_id, "report.html", str(tmp_path))).read_text()
     assert report.count("data:image/png;base64,") == 3
 
 
 def test_second_run_compares_against_the_baseline_fetched_from_mlflow(
-    logged: dict[str, Any], mlflow_server: str
+    logged_gate_run: dict[str, Any], mlflow_server: str
 ) -> None:
-    tmp: Path = logged["tmp"]
-    first: RunConfig = logged["config"]
+    tmp: Path = logged_gate_run["tmp"]
+    first: RunConfig = logged_gate_run["config"]
     # A fresh machine: an empty directory store, so the baseline can only come from MLflow.
     config = first.model_copy(
         update={
@@ -166,7 +119,7 @@ def test_second_run_compares_against_the_baseline_fetched_from_mlflow(
         }
     )
     outcome = run_gate(config)
-    parent_id = logged["parent"].info.run_id
+    parent_id = logged_gate_run["parent"].info.run_id
     assert outcome.tracking["baseline_run_id"] == parent_id
     meta = read_meta(tmp / "fresh-baselines", outcome.comparison.machine_profile, "gpt-tiny")
     assert meta is not None and meta["mlflow_run_id"] == parent_id

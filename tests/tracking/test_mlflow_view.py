@@ -1,7 +1,7 @@
 """What a person sees of a gate run in MLflow: the experiment opens as model training on benchgate's
 columns, the run name and description carry the verdict, every metric is documented in the README's
-MLflow section, and the trace is stored once, gzipped. One real gate run (gpt-tiny at ws=1 and 2, eval,
-trace) against a real `mlflow server`."""
+MLflow section, and the trace is stored once, gzipped. The gate run tests/tracking shares (gpt-tiny
+at ws=1 and 2, eval, trace) against a real `mlflow server`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import pytest
 from mlflow import MlflowClient
 
 from benchgate.files import read_json
-from benchgate.kfp.local_run import run_gate
 from benchgate.tracking import TAG_PARENT, connect
 from benchgate.tracking_view import EXPERIMENT_KIND, TAG_EXPERIMENT_KIND, TAG_VIEW
 from conftest import REPO, make_config
@@ -46,36 +45,13 @@ def test_the_metrics_table_is_read_whole() -> None:
 
 
 @pytest.fixture(scope="module")
-def viewed(mlflow_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    tmp = tmp_path_factory.mktemp("viewed")
-    experiment = f"view-{uuid.uuid4().hex[:8]}"
-    config = make_config(
-        tmp,
-        bench={
-            "workload": "benchgate.workloads.gpt:make_workload",
-            "workload_args": {"size": "tiny"},
-            "steps": 4,
-            "warmup": 1,
-            "world_sizes": [1, 2],
-        },
-        eval={"enabled": True, "train_steps": 10},
-        trace={"enabled": True},
-        tracking={
-            "enabled": True,
-            "uri": mlflow_server,
-            "experiment": experiment,
-            "local_dir": str(tmp / "mlflow"),
-            "spool_dir": str(tmp / "spool"),
-        },
-        out=str(tmp / "out"),
-    )
-    outcome = run_gate(config)
-    client = MlflowClient(tracking_uri=mlflow_server)
-    parent = client.get_run(outcome.published["mlflow_run_id"])
-    children = client.search_runs(
+def viewed(logged_gate_run: dict[str, Any]) -> dict[str, Any]:
+    """The gate run tests/tracking shares, with its children."""
+    parent = logged_gate_run["parent"]
+    children = logged_gate_run["client"].search_runs(
         [parent.info.experiment_id], filter_string=f"tags.`{TAG_PARENT}` = '{parent.info.run_id}'"
     )
-    return {"config": config, "outcome": outcome, "client": client, "parent": parent, "children": children}
+    return {**logged_gate_run, "children": children}
 
 
 @pytest.mark.slow

@@ -5,13 +5,15 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt
-STAMP := $(VENV)/.installed
+# Two install levels: what a run needs (`make bench`), and the test and lint tools on top (`make test`).
+STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
 ARGS ?=
 IMAGE_REPOSITORY ?= ghcr.io/benchgate/bench
 # The controller image the Helm chart (charts/benchgate) deploys.
 OPERATOR_IMAGE_REPOSITORY ?= ghcr.io/benchgate/operator
 UI_PORT ?= 5000
-VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' src/benchgate/__init__.py)
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' src/benchgate/_version.py)
 # COMMIT and BRANCH reach the CLI through the environment, never through the recipe's shell text:
 # `make submit COMMIT='$$(touch x)'` must be rejected as a bad SHA, not run.
 export BENCHGATE_COMMIT := $(value COMMIT)
@@ -24,10 +26,14 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	@# torch first and exactly pinned: a looser pin resolves to a ~2.6 GB CUDA build.
 	$(PIP) torch==2.13.0
-	$(PIP) -e '.[dev]'
+	$(PIP) -e .
 	touch $(STAMP)
 
-install: $(STAMP) ## Create .venv and install benchgate with pinned dependencies
+$(DEV_STAMP): $(STAMP)
+	$(PIP) -e '.[dev]'
+	touch $(DEV_STAMP)
+
+install: $(DEV_STAMP) ## Create .venv and install benchgate with pinned dependencies and the dev tools
 
 bench: $(STAMP) ## Run the gate locally on CPU (extra flags: make bench ARGS='--steps 100')
 	@# The exit code is the verdict (CI relies on it): say what 1 and 4 mean before make's "Error N".
@@ -37,12 +43,13 @@ bench: $(STAMP) ## Run the gate locally on CPU (extra flags: make bench ARGS='--
 	  4) echo "make bench: exit 4 is the verdict UNKNOWN: the timing was not resolved; the 'next:' lines above say what decides it" >&2 ;; \
 	esac; exit $$code
 
-test: $(STAMP) ## Run the test suite (real torchrun on 2 CPU ranks; no GPU, no cluster)
+test: $(DEV_STAMP) ## Run the test suite (real torchrun on 2 CPU ranks; no GPU, no cluster)
 	$(PY) -m pytest $(ARGS)
 
-lint: $(STAMP) ## ruff and mypy
+lint: $(DEV_STAMP) ## ruff, mypy and the import layer rules (lint-imports; docs/architecture.md)
 	$(VENV)/bin/ruff check src tests benchmarks scripts
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 compile: $(STAMP) ## Compile pipelines/benchgate.yaml, components/*.yaml and the chart's CRDs (committed; tests check them)
 	PYTHONHASHSEED=0 BENCHGATE_IMAGE_REPOSITORY=$(IMAGE_REPOSITORY) $(VENV)/bin/benchgate compile
@@ -63,7 +70,7 @@ ui: $(STAMP) ## Open the MLflow UI on the local store (runs table: Experiments >
 shard: $(STAMP) ## Regenerate the bundled eval shard from its seed
 	$(PY) scripts/make_shard.py
 
-benchmarks: $(STAMP) ## Measure benchgate itself (overhead, noise, false alarms, wall time, kfp.local, faults)
+benchmarks: $(DEV_STAMP) ## Measure benchgate itself (overhead, noise, false alarms, wall time, kfp.local, faults)
 	$(PY) benchmarks/overhead.py
 	$(PY) benchmarks/noise.py
 	$(PY) benchmarks/power.py noise

@@ -215,7 +215,7 @@ def controller(kube_url: str, kfp_url: str, args: argparse.Namespace) -> tuple[A
 
     from benchgate.controller.main import build
     from benchgate.controller.settings import ControllerSettings
-    from benchgate.kfp.submit import Connection
+    from benchgate.kfp.api import Connection
 
     settings = ControllerSettings(
         kfp=Connection(kfp_url, TOKEN, kfp_url),
@@ -674,7 +674,7 @@ def main() -> None:
         result = asyncio.run(measure(args))
     sys.stdout = stdout
     report(result)
-    from benchgate.files import write_json
+    from benchgate.kit.files import write_json
 
     write_json(args.json, result)
     print(f"\nfigures written to {args.json}")

@@ -31,8 +31,8 @@ from typing import Any
 
 from benchgate.config import RunConfig
 from benchgate.errors import BenchgateError
-from benchgate.files import read_json, write_json
-from benchgate.launch import run_bench
+from benchgate.kit.files import read_json, write_json
+from benchgate.measure.launch import run_bench
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -48,10 +48,12 @@ def run_pipeline(out: Path) -> int:
 
 def run_direct(out: Path) -> int:
     """The stages the pipeline's tasks call, in the pipeline's order, in one process."""
-    from benchgate.evaluate import run_eval
-    from benchgate.launch import run_bench
-    from benchgate.stages import stage_compare, stage_env, stage_update_baseline
-    from benchgate.trace import run_trace
+    from benchgate.checks.stage import stage_compare
+    from benchgate.measure.evaluate import run_eval
+    from benchgate.measure.launch import run_bench
+    from benchgate.measure.stage import stage_env
+    from benchgate.measure.trace import run_trace
+    from benchgate.publish.policy import stage_update_baseline
 
     config = config_for(out)
     run_dir = Path(config.out)

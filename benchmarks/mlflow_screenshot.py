@@ -82,7 +82,7 @@ def runs_table_url(uri: str) -> str:
     """
     from mlflow import MlflowClient  # here, not at the top: importing mlflow takes seconds
 
-    from benchgate.tracking_view import TAG_VIEW, ui_url
+    from benchgate.tracking.view import TAG_VIEW, ui_url
 
     # Fail fast rather than retry for minutes if the server died under us.
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")

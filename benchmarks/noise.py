@@ -22,11 +22,11 @@ import torch
 from _common import cv_pct, ms, spread_pct
 
 from benchgate.config import load_config
-from benchgate.files import read_json
-from benchgate.launch import run_bench
-from benchgate.stats import percentile
-from benchgate.training import build_trainer
+from benchgate.kit.files import read_json
+from benchgate.kit.stats import percentile
+from benchgate.measure.launch import run_bench
 from benchgate.workloads.gpt import make_workload
+from benchgate.workloads.training import build_trainer
 
 
 def repeated_bench(runs: int, steps: int) -> None:

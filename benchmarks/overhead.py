@@ -1,7 +1,7 @@
 """Harness overhead: median step time as benchgate measures it vs a bare training loop, same process.
 
 Rounds alternate (bare, benchgate) so both see the same machine state; the ratio of medians is reported
-per round and pooled. benchgate's side is the real worker (`benchgate.bench.run_worker` at world size
+per round and pooled. benchgate's side is the real worker (`benchgate.measure.bench.run_worker` at world size
 1: Trainer with record_function ranges, StepTimer, loss kept on device). Target: ratio <= 1.01.
 
     python benchmarks/overhead.py [--rounds 6] [--steps 40]
@@ -19,9 +19,9 @@ import torch
 import torch.nn.functional as F
 from _common import ms
 
-from benchgate.bench import run_worker
 from benchgate.config import load_config
-from benchgate.files import read_json
+from benchgate.kit.files import read_json
+from benchgate.measure.bench import run_worker
 from benchgate.workloads.gpt import make_workload
 
 
@@ -49,8 +49,8 @@ def added_cost_per_step_s(repeats: int = 20000) -> float:
     """What the harness adds to each step, timed alone: 5 profiler ranges, 2 clock reads, a kept loss."""
     from torch.profiler import record_function
 
-    from benchgate.bench import StepTimer
-    from benchgate.training import RANGES
+    from benchgate.measure.bench import StepTimer
+    from benchgate.workloads.training import RANGES
 
     timer = StepTimer(torch.device("cpu"), repeats)
     loss = torch.tensor(1.0)

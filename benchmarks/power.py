@@ -2,7 +2,7 @@
 
 The workload is a stack of LAYERS equal layers; a slower "commit" adds k more layers, real compute in
 every step (no sleeps). Each side's code lives in its own directory, as two checkouts would, and the
-harness imports the workload from there (benchgate.ab_runner.Side.source_paths).
+harness imports the workload from there (benchgate.ab.runner.Side.source_paths).
 
     python benchmarks/power.py noise      [--rounds 12]   between-launch noise: A/A rounds and plain
                                                           back-to-back launches, gpt-tiny and fast-step
@@ -36,12 +36,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchgate.ab_runner import Side, run_ab, run_round
+from benchgate.ab.decision import decide, round_change
+from benchgate.ab.runner import Side, run_ab, run_round
+from benchgate.checks.screen import screen
 from benchgate.config import RunConfig, load_config
-from benchgate.files import read_json, write_json
-from benchgate.launch import run_bench
-from benchgate.verdict.ab import decide, round_change
-from benchgate.verdict.screen import screen
+from benchgate.kit.files import read_json, write_json
+from benchgate.measure.launch import run_bench
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LAYERS = 100
@@ -549,9 +549,9 @@ def cmd_outage(args: argparse.Namespace) -> None:
     import os
     import socket
 
-    from benchgate.compare import compare
+    from benchgate.checks.compare import compare
     from benchgate.kfp.local_run import run_gate
-    from benchgate.results import load_bundle
+    from benchgate.results.bundle import load_bundle
 
     with socket.socket() as probe:  # a port nothing listens on: MLflow "down"
         probe.bind(("127.0.0.1", 0))

@@ -22,9 +22,9 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
+from benchgate.checks import screen as current_screen
 from benchgate.config import Tolerances
-from benchgate.files import read_json
-from benchgate.verdict import screen as current_screen
+from benchgate.kit.files import read_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from power import RESULTS, rate

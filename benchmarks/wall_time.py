@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchgate.files import read_json
+from benchgate.kit.files import read_json
 
 
 def main() -> None:

@@ -2,6 +2,18 @@
 
 The public API: run the gate's stages from Python; write a workload; read and compare results.
 
+Words used throughout, one meaning each:
+- a **stage** is one step of a gate run, a function from files to files in one result directory:
+  env, bench, eval, trace (measure/), compare (checks/), A/B (ab/), publish (publish/), and the gate's
+  exit code. A crash leaves the finished stages' files on disk.
+- a KFP **component** wraps one stage (kfp/components.py); a **task** is a component placed in the
+  pipeline, and `kfp/tasks.py` holds the tasks' bodies over their artifact paths.
+- a **launch** is starting torchrun for one world size (measure/launch.py).
+
+The folders follow the run, each importing only the ones below it (checked by `make lint`):
+kit, results, config < workloads < store < tracking < measure < checks < ab < publish < kfp <
+controller < cli. docs/architecture.md draws it.
+
 Names are imported on first use (PEP 562), so a light pipeline task such as the gate does not pay for
 importing torch it never touches.
 """
@@ -11,15 +23,15 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from benchgate._version import __version__
 
 _EXPORTS = {
     "BadInputError": "benchgate.errors",
     "BaselineError": "benchgate.errors",
     "BenchgateError": "benchgate.errors",
-    "Bundle": "benchgate.results",
-    "Check": "benchgate.compare",
-    "Comparison": "benchgate.compare",
+    "Bundle": "benchgate.results.bundle",
+    "Check": "benchgate.checks.compare",
+    "Comparison": "benchgate.checks.compare",
     "ConfigError": "benchgate.errors",
     "FlopsPerToken": "benchgate.workloads.base",
     "GateOutcome": "benchgate.kfp.local_run",
@@ -27,19 +39,18 @@ _EXPORTS = {
     "RunFailedError": "benchgate.errors",
     "Workload": "benchgate.workloads.base",
     "WorkloadError": "benchgate.errors",
-    "capture_environment": "benchgate.env",
-    "compare": "benchgate.compare",
-    "load_bundle": "benchgate.results",
+    "capture_environment": "benchgate.measure.env",
+    "compare": "benchgate.checks.compare",
+    "load_bundle": "benchgate.results.bundle",
     "load_config": "benchgate.config",
     "load_workload": "benchgate.workloads.base",
-    "machine_profile": "benchgate.env",
+    "machine_profile": "benchgate.measure.env",
     "run_gate": "benchgate.kfp.local_run",
 }
 
 if TYPE_CHECKING:
-    from benchgate.compare import Check, Comparison, compare
+    from benchgate.checks.compare import compare
     from benchgate.config import RunConfig, load_config
-    from benchgate.env import capture_environment, machine_profile
     from benchgate.errors import (
         BadInputError,
         BaselineError,
@@ -49,7 +60,9 @@ if TYPE_CHECKING:
         WorkloadError,
     )
     from benchgate.kfp.local_run import GateOutcome, run_gate
-    from benchgate.results import Bundle, load_bundle
+    from benchgate.measure.env import capture_environment, machine_profile
+    from benchgate.results.bundle import Bundle, load_bundle
+    from benchgate.results.comparison import Check, Comparison
     from benchgate.workloads.base import FlopsPerToken, Workload, load_workload
 
 

@@ -1,3 +1,3 @@
-from benchgate.cli import main
+from benchgate.cli.main import main
 
 main()

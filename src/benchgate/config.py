@@ -32,8 +32,8 @@ from benchgate.config_types import (
     check_world_sizes,
     is_workload_arg,
 )
-from benchgate.credentials import MLFLOW_INSTEAD, refuse_credentials
 from benchgate.errors import ConfigError
+from benchgate.kit.credentials import MLFLOW_INSTEAD, refuse_credentials
 
 DEFAULT_WORKLOAD = "benchgate.workloads.gpt:make_workload"
 
@@ -194,7 +194,7 @@ class Tolerances(_Model):
 class ABConfig(_Model):
     """The interleaved A/B decision: base and candidate benchmarked side by side, step by step."""
 
-    # A round's sides are bench runs of `steps` steps (ab_runner.round_config), checked as bench.steps is.
+    # A round's sides are bench runs of `steps` steps (ab/runner.round_config), checked as bench.steps is.
     steps: Int = Field(
         30, ge=MIN_STEPS, description="Measured steps per side in one round (A and B alternate)."
     )

@@ -9,7 +9,7 @@
     └── RunFailedError                  exit 3: the benchmark itself failed (a rank raised or hung, NaN loss)
         └── DiskError                   this machine's disk refused a write: full, read-only, no permission
 
-Exit codes 1 and 4 are not errors: they are the gate's verdicts FAIL and UNKNOWN (see `benchgate.compare`).
+Exit codes 1 and 4 are not errors: they are the gate's verdicts FAIL and UNKNOWN (see `checks/compare.py`).
 Every message names the field, rank or file and the offending value, so a user never needs a traceback.
 """
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from benchgate.errors import BadInputError, ConfigError, RunFailedError
-from benchgate.files import read_json
-from benchgate.launch import run_bench
+from benchgate.kit.files import read_json
+from benchgate.measure.launch import run_bench
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from benchgate.errors import RunFailedError
-from benchgate.launch import run_bench
+from benchgate.measure.launch import run_bench
 
 pytestmark = pytest.mark.slow
 
@@ -86,7 +86,7 @@ def test_killing_benchgate_run_leaves_no_process_behind_and_the_next_run_starts_
         _wait_for(pids / "rank0.pid", process=run)  # ws=1 is mid-run: run → task → torchrun → rank
         below = psutil.Process(run.pid).children(recursive=True)
         names = " ".join(" ".join(p.cmdline()) for p in below)
-        assert "torch.distributed.run" in names and "benchgate.bench" in names, names
+        assert "torch.distributed.run" in names and "benchgate.measure.bench" in names, names
         run.send_signal(signal.SIGKILL)
         run.wait(timeout=10)
         killed = time.monotonic()

@@ -40,7 +40,7 @@ from doc_blocks import (
     workload_example,
 )
 
-from benchgate.comparison import TIMING
+from benchgate.results.comparison import TIMING
 from fake_forge_server import FakeForge, serve
 
 # What makes the jobs' runs cheap here: one world size, few steps, no eval or trace, short A/B rounds

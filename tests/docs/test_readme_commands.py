@@ -42,8 +42,8 @@ from doc_blocks import (
     workload_example,
 )
 
-from benchgate.comparison import TIMING
 from benchgate.config import load_config
+from benchgate.results.comparison import TIMING
 
 FIRST_RUN = "benchgate run --workload my_bench:make_workload --workload-arg hidden=512"
 BASE_RUN = FIRST_RUN + " --base origin/main"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchgate.files import read_json
+from benchgate.kit.files import read_json
 
 # A stack of equal layers: adding layers adds real compute to every step (no sleeps).
 WORKLOAD = """

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from benchgate.files import read_json
+from benchgate.kit.files import read_json
 
 FAST = ["--steps", "15", "--warmup", "2", "--no-eval", "--no-trace"]
 
@@ -236,8 +236,8 @@ def test_cli_env_prints_the_machine_profile(tmp_path: Path) -> None:
 
 
 def test_mlflow_ui_hint_is_make_ui_only_in_a_checkout_that_serves_this_store(tmp_path: Path) -> None:
-    from benchgate.cli_tracking import mlflow_ui_command
-    from benchgate.tracking_view import ui_url
+    from benchgate.cli.tracking import mlflow_ui_command
+    from benchgate.tracking.view import ui_url
 
     checkout = Path(__file__).resolve().parents[2]
     recipe = (checkout / "Makefile").read_text().split("\nui:")[1].split("\n\n")[0]

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from benchgate.cli import app
-from benchgate.compare import compare
+from benchgate.checks.compare import compare
+from benchgate.checks.stage import write_comparison
+from benchgate.cli.main import app
 from benchgate.config import Tolerances
-from benchgate.stages import write_comparison
 from fake_forge_server import FakeForge, serve
 from unit.test_compare import bundle
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from benchgate.errors import ConfigError
-from benchgate.evaluate import run_eval
-from benchgate.trace import run_trace
+from benchgate.measure.evaluate import run_eval
+from benchgate.measure.trace import run_trace
 
 TINY = {"workload_args": {"size": "tiny"}, "workload": "benchgate.workloads.gpt:make_workload"}
 

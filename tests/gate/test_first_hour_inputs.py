@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from benchgate.files import read_json
+from benchgate.kit.files import read_json
 
 # As a user writes one: a square weight whose side is `hidden`. torch.empty(48.0, 48.0) raises.
 WORKLOAD = """

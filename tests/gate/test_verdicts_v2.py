@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from test_ab import git, run, timing_row
 
-from benchgate.files import read_json
+from benchgate.kit.files import read_json
 
 # `layers` layers on every step; every `every`-th step also runs `extra` more (a periodic job's cost).
 WORKLOAD = """
@@ -176,12 +176,12 @@ def test_make_bench_on_a_fresh_clone_passes_every_time_and_grows_the_history(tmp
         "x",
     )
     venv = Path(sys.executable).parent.parent
-    # Eval off keeps it short; such a run becomes the baseline only on request (stages.held_back).
+    # Eval off keeps it short; such a run becomes the baseline only on request (policy.held_back).
     args = "--steps 10 --warmup 2 --world-sizes 1 --no-eval --no-trace --no-tracking --update-baseline"
     for attempt in range(3):
         # The real target, on this interpreter's environment (-o: already installed, not reinstalled).
         done = subprocess.run(
-            ["make", "-o", f"{venv}/.installed", "bench", f"VENV={venv}", f"ARGS={args}"],
+            ["make", "-o", f"{venv}/.installed-run", "bench", f"VENV={venv}", f"ARGS={args}"],
             cwd=clone,
             capture_output=True,
             text=True,

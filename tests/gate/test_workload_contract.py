@@ -17,11 +17,11 @@ import pytest
 
 from benchgate.config import parse_config
 from benchgate.errors import BadInputError
-from benchgate.files import read_json
 from benchgate.kfp.params import parameters_from_config
 from benchgate.kfp.task_harness import ERROR_FILE
 from benchgate.kfp.tasks import env_task
-from benchgate.launch import run_bench
+from benchgate.kit.files import read_json
+from benchgate.measure.launch import run_bench
 
 FAST = ["--steps", "15", "--warmup", "2", "--world-sizes", "1", "--no-eval", "--no-trace", "--no-tracking"]
 

@@ -7,6 +7,10 @@ kmock is an emulator, not an API server: it assigns no uid, creationTimestamp or
 bumps resourceVersion, and replays objects on every watch (so create handlers can fire twice, which
 the controller must survive). `Cluster.create` fills in what an API server would, and can check the
 object against the CRD's schema first, as an API server does.
+
+After each test, two audits of what the controller sent: every request is one the chart's RBAC allows
+(`forbidden_requests`), and every status it wrote is its status model's (`refused_statuses`): a
+handler writing a key the model lacks fails every test that reaches it.
 """
 
 from __future__ import annotations
@@ -27,12 +31,14 @@ import pytest
 import pytest_asyncio
 import yaml
 from kmock import KubernetesEmulator, action
+from pydantic import BaseModel, ValidationError
 
 from benchgate.controller.access import GROUP, VERSION, allows
 from benchgate.controller.crds import benchmarkrun_crd, benchmarkschedule_crd
 from benchgate.controller.main import ControllerThread, build
 from benchgate.controller.settings import ControllerSettings
-from benchgate.kfp.submit import Connection
+from benchgate.controller.status import BenchmarkRunStatus, BenchmarkScheduleStatus
+from benchgate.kfp.api import Connection
 from fake_kfp_server import FakeKfp, Scenario, serve
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,6 +47,10 @@ REPOSITORY = "https://github.com/example/trainer.git"
 POLL_S = 0.2
 TEST_CLIENT = {"User-Agent": "benchgate-tests"}
 VERBS = {"POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}
+STATUS_MODELS: dict[str, type[BaseModel]] = {
+    "benchmarkruns": BenchmarkRunStatus,
+    "benchmarkschedules": BenchmarkScheduleStatus,
+}
 SCHEMAS = {
     "benchmarkruns": benchmarkrun_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"],
     "benchmarkschedules": benchmarkschedule_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"],
@@ -242,8 +252,11 @@ async def cluster(
     assert await asyncio.to_thread(controller.start, 20), "the controller did not start within 20 s"
     yield harness
     assert await asyncio.to_thread(controller.stop, 20), "the controller did not stop within 20 s"
-    # Every test doubles as an RBAC audit: the controller used nothing the chart does not grant.
+    # Every test doubles as an RBAC audit: the controller used nothing the chart does not grant ...
     assert forbidden_requests(kmock) == []
+    # ... and as a status audit: it wrote no status key (or value) its status model does not have.
+    refused = refused_statuses(written_statuses(kmock))
+    assert not refused, "\n".join(refused)
 
 
 def verb_of(request: Any) -> str:
@@ -268,6 +281,33 @@ def forbidden_requests(kmock: Any) -> list[str]:
         verb = verb_of(request)
         if not allows(request.resource.group or "", resource, verb):
             refused.append(f"{verb} {request.resource.group or 'core'}/{resource} ({request.url})")
+    return refused
+
+
+def written_statuses(kmock: Any) -> list[tuple[str, dict[str, Any]]]:
+    """(plural, status) of every status patch the controller sent, kopf's own progress (`status.kopf`,
+    kept by the CRD's preserved unknown fields) left out."""
+    written = []
+    for request in list(kmock):
+        if request.resource is None or request.resource.plural not in STATUS_MODELS:
+            continue
+        if verb_of(request) != "patch" or request.headers.get("User-Agent") == TEST_CLIENT["User-Agent"]:
+            continue
+        status = (request.data or {}).get("status") if isinstance(request.data, dict) else None
+        ours = {k: v for k, v in (status or {}).items() if k != "kopf"}
+        if ours:
+            written.append((request.resource.plural, ours))
+    return written
+
+
+def refused_statuses(written: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """What the status models (extra="forbid") refuse of `written`: a key a model lacks, a wrong type."""
+    refused = []
+    for plural, status in written:
+        try:
+            STATUS_MODELS[plural].model_validate(status)
+        except ValidationError as e:
+            refused.append(f"{plural}: {status}: {e}")
     return refused
 
 

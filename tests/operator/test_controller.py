@@ -1,6 +1,7 @@
 """The controller's BenchmarkRun life cycle, end to end: real kopf, kmock's API, the FAKE KFP server.
 
-Each test also audits the controller's API requests against the chart's RBAC (see conftest.py).
+Each test also audits the controller's API requests against the chart's RBAC, and the statuses it
+wrote against their models (see operator_harness.py).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from operator_harness import (  # cluster, fake_kfp, kmock_options: fixtures
     cluster,
     fake_kfp,
     kmock_options,
+    refused_statuses,
     run_manifest,
     schema_errors,
+    written_statuses,
 )
 
 from benchgate.controller.status import kfp_run_name
@@ -243,3 +246,20 @@ async def test_the_namespace_concurrency_limit_queues_runs(cluster: Cluster) -> 
     cluster.kfp.force(kfp_run_id(cluster, "q-1"), "SUCCEEDED")
     await cluster.phase("q-3", "Running")
     assert cluster.kfp.calls("POST", "/runs") == 4
+
+
+async def test_every_status_written_is_one_of_the_model(cluster: Cluster) -> None:
+    """The harness holds every status patch to BenchmarkRunStatus after each test: here, that it sees
+    them (a run's life from submission to its end), and that it would refuse a key the model lacks."""
+    await cluster.create(run_manifest("pr-12"))
+    await cluster.phase("pr-12", "Running")
+    cluster.kfp.force(kfp_run_id(cluster, "pr-12"), "SUCCEEDED")
+    await cluster.phase("pr-12", "Succeeded")
+    written = written_statuses(cluster.kmock)
+    keys = {key for plural, status in written if plural == "benchmarkruns" for key in status}
+    expected = {"phase", "shortCommit", "observedGeneration", "kfpRunId", "kfpRunName", "kfpRunUrl"}
+    expected |= {"kfpState", "startTime", "completionTime", "conditions"}
+    assert expected <= keys, keys
+    assert refused_statuses(written) == []
+    assert refused_statuses([("benchmarkruns", {"phase": "Running", "kfpRunID": "run-1"})])
+    assert refused_statuses([("benchmarkruns", {"phase": "Finished"})])

@@ -12,7 +12,7 @@ from mlflow import MlflowClient
 from operator_harness import Cluster, cluster, fake_kfp, kmock_options, run_manifest
 
 from benchgate.kfp.local_run import run_gate
-from benchgate.tracking import TAG_KFP_RUN_ID
+from benchgate.tracking.client import TAG_KFP_RUN_ID
 from conftest import make_config
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from benchgate.compare import Check, Comparison
-from benchgate.comparison import Status
-from benchgate.evaluate import run_eval
-from benchgate.files import read_json, write_json
+from benchgate.checks.stage import stage_compare
 from benchgate.kfp.local_run import run_gate
 from benchgate.kfp.tasks import LOCAL_OUT_VARIABLE, gate_task
-from benchgate.launch import run_bench
-from benchgate.stages import stage_compare, stage_env
+from benchgate.kit.files import read_json, write_json
+from benchgate.measure.evaluate import run_eval
+from benchgate.measure.launch import run_bench
+from benchgate.measure.stage import stage_env
+from benchgate.results.comparison import Check, Comparison, Status
 from conftest import make_config
 
 TASKS = {"capture-env", "bench", "bench-2", "evaluate", "trace", "compare", "gate"}

@@ -19,13 +19,10 @@ from typing import Any
 import pytest
 
 from benchgate.errors import ConfigError
+from benchgate.kfp.api import Connection, KfpApi, attempt_number, connection_from_env
 from benchgate.kfp.submit import (
-    Connection,
-    KfpApi,
     SubmitOutcome,
     attempt_name,
-    attempt_number,
-    connection_from_env,
     exit_code_for,
     load_package,
     run_name_for,
@@ -187,7 +184,7 @@ def test_make_submit_passes_commit_as_data_not_shell(
     env.update(KFP_HOST=url, KFP_TOKEN="good-token", BENCHGATE_REPOSITORY=REPOSITORY)
     # VENV points make at this interpreter's environment, and -o keeps it from reinstalling it.
     venv = Path(sys.executable).parent.parent
-    command = ["make", "-s", "-C", str(REPO), "-o", f"{venv}/.installed", "submit", f"VENV={venv}"]
+    command = ["make", "-s", "-C", str(REPO), "-o", f"{venv}/.installed-run", "submit", f"VENV={venv}"]
     result = subprocess.run(
         [*command, f"COMMIT={commit.format(pwned=pwned)}"],
         capture_output=True,
@@ -221,7 +218,7 @@ def test_exit_code_for_run_states(state: str, tasks: list[tuple[str, str]], code
 
 
 def test_connection_needs_an_http_url() -> None:
-    from benchgate.kfp.submit import connection_from_env
+    from benchgate.kfp.api import connection_from_env
 
     with pytest.raises(ConfigError, match=r"KFP_HOST: got 'kfp\.example\.com'"):
         connection_from_env({"KFP_HOST": "kfp.example.com"})
@@ -230,7 +227,7 @@ def test_connection_needs_an_http_url() -> None:
 
 
 def test_connection_falls_back_to_the_in_cluster_service_account_token(tmp_path: Path) -> None:
-    from benchgate.kfp.submit import connection_from_env
+    from benchgate.kfp.api import connection_from_env
 
     token = tmp_path / "token"
     token.write_text("sa-token\n")

@@ -24,14 +24,17 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 from test_spool_and_baselines import benchgate, runs_with_key, tracking_section
 
-from benchgate import spool, tracking
-from benchgate.baseline import read_meta, save_baseline
-from benchgate.diskfaults import is_disk_error, local_fault
 from benchgate.errors import DiskError, RunFailedError
-from benchgate.files import read_json, write_json
 from benchgate.kfp.local_run import run_gate
-from benchgate.publish import RUN_FILE, publish_run, refresh_baseline
-from benchgate.results import load_bundle
+from benchgate.kit.diskfaults import is_disk_error, local_fault
+from benchgate.kit.files import read_json, write_json
+from benchgate.publish.stage import RUN_FILE, publish_run
+from benchgate.results.bundle import load_bundle
+from benchgate.store import spool
+from benchgate.store.baseline import read_meta, save_baseline
+from benchgate.tracking import client as tracking
+from benchgate.tracking import record as tracking_record
+from benchgate.tracking.refresh import refresh_baseline
 from conftest import free_port, make_config
 
 Mount = Callable[..., Path]
@@ -163,7 +166,7 @@ def test_a_full_baseline_store_while_caching_mlflows_baseline_fails_the_run_not_
         {"run_key": uuid.uuid4().hex, "started_unix": time.time(), "baseline_since_unix": time.time()},
     )
     tracker = tracking.connect(config)
-    newer, _ = tracking.log_entry(tracker, entry)
+    newer, _ = tracking_record.log_entry(tracker, entry)
     fill(store)
     before = snapshot(store)
     run_dir = copy_results(results, tmp_path / "run")

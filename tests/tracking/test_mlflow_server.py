@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 from mlflow import MlflowClient
 
-from benchgate.baseline import read_meta
 from benchgate.config import RunConfig
-from benchgate.figures import run_figures
-from benchgate.files import read_json
 from benchgate.kfp.local_run import GateOutcome, run_gate
-from benchgate.publish import refresh_baseline
-from benchgate.results import load_bundle
-from benchgate.tracking import TAG_PARENT, TAG_RUN_KEY
+from benchgate.kit.files import read_json
+from benchgate.results.bundle import load_bundle
+from benchgate.results.figures import run_figures
+from benchgate.store.baseline import read_meta
+from benchgate.tracking.client import TAG_PARENT, TAG_RUN_KEY
+from benchgate.tracking.refresh import refresh_baseline
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from mlflow import MlflowClient
 
-from benchgate.files import read_json
-from benchgate.tracking import TAG_PARENT, connect
-from benchgate.tracking_view import EXPERIMENT_KIND, TAG_EXPERIMENT_KIND, TAG_VIEW
+from benchgate.kit.files import read_json
+from benchgate.tracking.client import TAG_PARENT, connect
+from benchgate.tracking.view import EXPERIMENT_KIND, TAG_EXPERIMENT_KIND, TAG_VIEW
 from conftest import REPO, make_config
 
 DOC = REPO / "README.md"

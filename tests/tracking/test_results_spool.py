@@ -18,11 +18,11 @@ import pytest
 from mlflow import MlflowClient
 from test_spool_and_baselines import benchgate, runs_with_key
 
-from benchgate import spool
-from benchgate.files import read_json
 from benchgate.kfp import params
 from benchgate.kfp.params import CLUSTER_BASELINE_DIR
 from benchgate.kfp.tasks import bench_task, compare_task, env_task, gate_task
+from benchgate.kit.files import read_json
+from benchgate.store import spool
 from conftest import free_port
 
 pytestmark = pytest.mark.slow

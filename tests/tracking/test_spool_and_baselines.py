@@ -15,12 +15,15 @@ from typing import Any
 import pytest
 from mlflow import MlflowClient
 
-from benchgate import spool, tracking, tracking_read
-from benchgate.baseline import read_meta
 from benchgate.config import parse_config
-from benchgate.files import read_json, write_json
 from benchgate.kfp.local_run import run_gate
-from benchgate.publish import refresh_baseline
+from benchgate.kit.files import read_json, write_json
+from benchgate.store import spool
+from benchgate.store.baseline import read_meta
+from benchgate.tracking import client as tracking
+from benchgate.tracking import read as tracking_read
+from benchgate.tracking.record import log_entry
+from benchgate.tracking.refresh import refresh_baseline
 from conftest import free_port, make_config
 
 pytestmark = pytest.mark.slow
@@ -166,8 +169,8 @@ def test_two_machine_profiles_in_one_experiment_never_see_each_others_baseline(
 ) -> None:
     experiment = f"profiles-{uuid.uuid4().hex[:8]}"
     tracker = connect(mlflow_server, experiment, tmp_path)
-    a_id, _ = tracking.log_entry(tracker, entry_for(results, tmp_path / "spool", "h100-x8", "a" * 40, True))
-    b_id, _ = tracking.log_entry(tracker, entry_for(results, tmp_path / "spool", "a100-x8", "b" * 40, True))
+    a_id, _ = log_entry(tracker, entry_for(results, tmp_path / "spool", "h100-x8", "a" * 40, True))
+    b_id, _ = log_entry(tracker, entry_for(results, tmp_path / "spool", "a100-x8", "b" * 40, True))
 
     assert [r.info.run_id for r in tracking_read.gate_runs(tracker, "h100-x8", baselines_only=True)] == [a_id]
     for profile, expected in (("h100-x8", a_id), ("a100-x8", b_id), ("l4-x1", None)):
@@ -188,8 +191,8 @@ def test_two_machine_profiles_in_one_experiment_never_see_each_others_baseline(
 def test_promote_show_and_history(mlflow_server: str, results: Path, tmp_path: Path) -> None:
     experiment = f"promote-{uuid.uuid4().hex[:8]}"
     tracker = connect(mlflow_server, experiment, tmp_path)
-    first, _ = tracking.log_entry(tracker, entry_for(results, tmp_path / "spool", "p1", "1" * 40, True))
-    second, _ = tracking.log_entry(tracker, entry_for(results, tmp_path / "spool", "p1", "2" * 40, False))
+    first, _ = log_entry(tracker, entry_for(results, tmp_path / "spool", "p1", "1" * 40, True))
+    second, _ = log_entry(tracker, entry_for(results, tmp_path / "spool", "p1", "2" * 40, False))
     runs = tracking_read.gate_runs(tracker, "p1")
     assert tracking_read.newest_baseline(runs).info.run_id == first  # type: ignore[union-attr]
 
@@ -226,11 +229,11 @@ def test_an_interrupted_upload_is_redone_not_duplicated(
     run_key = read_json(entry / "record.json")["run_key"]
     # What a crash halfway through an upload leaves: a parent with the key that never finished.
     broken = tracker.client.create_run(tracker.experiment_id, tags={tracking.TAG_RUN_KEY: run_key})
-    run_id, logged = tracking.log_entry(tracker, entry)
+    run_id, logged = log_entry(tracker, entry)
     assert logged and run_id != broken.info.run_id
     found = runs_with_key(tracker.client, experiment, run_key)
     assert [(r.info.run_id, r.info.status) for r in found] == [(run_id, "FINISHED")]
-    assert tracking.log_entry(tracker, entry) == (run_id, False)
+    assert log_entry(tracker, entry) == (run_id, False)
 
 
 class RefusingProxy(http.server.BaseHTTPRequestHandler):

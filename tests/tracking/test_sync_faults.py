@@ -24,11 +24,12 @@ from mlflow import MlflowClient
 from mlflow.entities import ViewType
 from test_spool_and_baselines import benchgate, runs_with_key
 
-from benchgate import spool, tracking
-from benchgate.baseline import save_baseline
 from benchgate.errors import BaselineError
 from benchgate.kfp.local_run import run_gate
-from benchgate.results import load_bundle
+from benchgate.results.bundle import load_bundle
+from benchgate.store import spool
+from benchgate.store.baseline import save_baseline
+from benchgate.tracking import client as tracking
 from conftest import MLFLOW, free_port, make_config
 
 pytestmark = pytest.mark.slow

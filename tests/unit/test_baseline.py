@@ -6,10 +6,16 @@ from typing import Any
 
 import pytest
 
-from benchgate.baseline import HISTORY_LENGTH, baseline_location, find_baseline, read_meta, save_baseline
 from benchgate.errors import BaselineError
-from benchgate.files import write_json
-from benchgate.results import load_bundle
+from benchgate.kit.files import write_json
+from benchgate.results.bundle import load_bundle
+from benchgate.store.baseline import (
+    HISTORY_LENGTH,
+    baseline_location,
+    find_baseline,
+    read_meta,
+    save_baseline,
+)
 
 PROFILE = "cpu-Test-CPU-x2_torch2.13.0"
 

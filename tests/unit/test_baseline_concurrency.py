@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from test_baseline import PROFILE, write_run
 
-from benchgate.baseline import (
+from benchgate.kit.files import read_json, write_json
+from benchgate.results.bundle import load_bundle
+from benchgate.store.baseline import (
     HISTORY_LENGTH,
     KEEP_VERSIONS,
     baseline_location,
@@ -19,8 +21,6 @@ from benchgate.baseline import (
     read_meta,
     save_baseline,
 )
-from benchgate.files import read_json, write_json
-from benchgate.results import load_bundle
 
 READERS = 2
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from benchgate.compare import Check, Comparison
 from benchgate.config import parse_config
-from benchgate.stages import should_update_baseline
+from benchgate.publish.policy import should_update_baseline
+from benchgate.results.comparison import Check, Comparison
 
 
 def comparison(*statuses: str) -> Comparison:

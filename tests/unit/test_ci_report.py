@@ -10,7 +10,11 @@ from pathlib import Path
 import pytest
 from test_compare import bundle
 
-from benchgate.ci_report import (
+from benchgate.checks.compare import compare
+from benchgate.checks.next_steps import next_steps
+from benchgate.checks.stage import write_comparison
+from benchgate.config import Tolerances
+from benchgate.publish.ci_report import (
     JUNIT_FILE,
     SUMMARY_FILE,
     junit_xml,
@@ -18,10 +22,7 @@ from benchgate.ci_report import (
     write_reports,
     write_step_summary,
 )
-from benchgate.compare import Comparison, compare
-from benchgate.config import Tolerances
-from benchgate.next_steps import next_steps
-from benchgate.stages import write_comparison
+from benchgate.results.comparison import Comparison
 
 PUBLISHED_SERVER = {
     "baseline_written": None,
@@ -63,7 +64,7 @@ def test_summary_has_one_row_per_check_then_the_verdict_profile_and_mlflow_link(
     assert f"Machine profile: `{comparison.machine_profile}`" in summary
     assert f"MLflow: [run 0123abcd]({PUBLISHED_SERVER['mlflow_url']})" in summary
     assert f"- tokens/s (ws=1): FAIL. {check.note}" in summary  # why, under the table
-    # The screen's FAIL: next, confirm it side by side (benchgate.next_steps says so).
+    # The screen's FAIL: next, confirm it side by side (benchgate.checks.next_steps says so).
     assert (
         "confirm it side by side with `benchgate run --base origin/main`"
         in summary.split("**Next step:**")[1]

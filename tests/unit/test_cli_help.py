@@ -12,7 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from benchgate import __version__
-from benchgate.cli import app
+from benchgate.cli.main import app
 from benchgate.config import RunConfig
 
 ROOT = typer.main.get_command(app)

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from benchgate.comparable import check_comparable, check_profiles
+from benchgate.checks.comparable import check_comparable, check_profiles
 from benchgate.errors import BaselineError
-from benchgate.files import read_json, write_json
-from benchgate.launch import run_bench
-from benchgate.results import Bundle, load_bundle
-from benchgate.stages import stage_env
+from benchgate.kit.files import read_json, write_json
+from benchgate.measure.launch import run_bench
+from benchgate.measure.stage import stage_env
+from benchgate.results.bundle import Bundle, load_bundle
 from conftest import make_config
 
 pytestmark = pytest.mark.slow

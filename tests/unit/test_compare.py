@@ -11,19 +11,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchgate.ab_rows import apply_ab, undecided_world_sizes
-from benchgate.compare import (
-    Comparison,
-    compare,
-    load_comparison,
-    scaling_efficiency,
-    without_reachable_baseline,
-)
+from benchgate.ab.rows import apply_ab, undecided_world_sizes
+from benchgate.checks.compare import compare, without_reachable_baseline
+from benchgate.checks.stage import write_comparison
 from benchgate.config import Tolerances
 from benchgate.errors import EXIT_BAD_INPUT, BaselineError
-from benchgate.files import read_json
-from benchgate.results import Bundle
-from benchgate.stages import write_comparison
+from benchgate.kit.files import read_json
+from benchgate.results.bundle import Bundle
+from benchgate.results.comparison import Comparison, load_comparison
+from benchgate.results.figures import scaling_efficiency
 
 PROFILE = "cpu-Test-x2_torch2.13.0"
 
@@ -330,7 +326,7 @@ def test_apply_ab_reads_the_p50_rates_of_ab_files_saved_before_whole_round_rates
 
 
 def test_timing_rows_show_tokens_per_s_over_the_capped_mean_step_time() -> None:
-    from benchgate.verdict.screen import mean_step_time
+    from benchgate.results.figures import mean_step_time
 
     base, current = bundle(1), bundle(2)
     times = current.metrics[1]["samples"]["step_time_s"]

@@ -7,7 +7,8 @@ import pytest
 
 from benchgate.config import MAX_SEED, MIN_STEPS, RunConfig, load_config
 from benchgate.errors import ConfigError
-from benchgate.kfp.params import config_from_parameters, validate_pipeline_arguments
+from benchgate.kfp.params import config_from_parameters
+from benchgate.kfp.pipeline import validate_pipeline_arguments
 
 
 def test_config_defaults_are_valid_and_match_the_documented_tolerances() -> None:
@@ -262,10 +263,10 @@ def test_the_controller_refuses_a_run_spec_the_runner_cannot_run() -> None:
 def test_a_run_at_the_minimum_steps_benches_loads_and_compares(config_factory: Any, tmp_path: Path) -> None:
     # The smallest bench the config accepts is one the rest of the gate can judge: the result loader
     # (at least 2 samples) and the loss-slope check (3 points), with itself as the baseline.
-    from benchgate.compare import compare
-    from benchgate.launch import run_bench
-    from benchgate.results import load_bundle
-    from benchgate.stages import stage_env
+    from benchgate.checks.compare import compare
+    from benchgate.measure.launch import run_bench
+    from benchgate.measure.stage import stage_env
+    from benchgate.results.bundle import load_bundle
 
     config = config_factory(bench={"steps": MIN_STEPS, "warmup": 0})
     out = tmp_path / "run"

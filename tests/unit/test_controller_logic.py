@@ -1,18 +1,20 @@
 """The controller's pure parts: KFP states to phases, conditions, the verdict summary, cron times and
-history limits, settings, and the committed CRDs against the models they are generated from."""
+history limits, settings, the status models, and the committed CRDs against the models they are
+generated from."""
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import jsonschema
 import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as hyp
+from pydantic import ValidationError
 
 from benchgate.controller import crds
 from benchgate.controller import schedule as sched
@@ -28,7 +30,7 @@ from benchgate.controller.resources import (
 from benchgate.controller.settings import settings_from_env
 from benchgate.errors import ConfigError
 from benchgate.kfp.submit import pipeline_parameter_names
-from benchgate.source import MAX_BRANCH_LENGTH, validate_branch, validate_repository
+from benchgate.measure.source import MAX_BRANCH_LENGTH, validate_branch, validate_repository
 
 REPO = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -171,6 +173,64 @@ def test_settings_name_the_variable_and_value() -> None:
         settings_from_env({})
     settings = settings_from_env({"KFP_HOST": "https://kfp.example.com", "BENCHGATE_WATCH_NAMESPACE": "ml"})
     assert settings.watch_namespace == "ml" and settings.poll_s == 30.0
+
+
+def test_a_status_model_writes_only_what_was_set_under_kubernetes_names() -> None:
+    condition = st.condition("Submitted", True, "KfpRunCreated", "submitted", NOW)
+    status = st.BenchmarkRunStatus(phase=st.RUNNING, kfp_run_id="run-1", conditions=[condition])
+    assert status.patch() == {"phase": "Running", "kfpRunId": "run-1", "conditions": [condition]}
+    verdict = st.Verdict.model_validate(st.verdict_summary({"benchgate.verdict": "PASS"}, {}))
+    assert st.BenchmarkRunStatus(verdict=verdict).patch() == {"verdict": {"result": "PASS"}}
+    schedule = st.BenchmarkScheduleStatus(last_schedule_time="2026-11-22T02:00:00Z", active=["a"])
+    assert schedule.patch() == {"lastScheduleTime": "2026-11-22T02:00:00Z", "active": ["a"]}
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        {"kfpRunID": "run-1"},  # a key the model lacks (here: a typo)
+        {"phase": "Finished"},
+        {"startTime": "yesterday"},
+        {"verdict": {"result": "MAYBE"}},
+        {"conditions": [{"type": "Finished", "status": "Yes"}]},
+        {"conditions": [{"type": "Finished", "status": "True", "observed": 1}]},
+    ],
+)
+def test_the_run_status_model_refuses_what_it_does_not_declare(status: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        st.BenchmarkRunStatus.model_validate(status)
+
+
+def test_the_status_models_name_every_phase_and_verdict() -> None:
+    assert set(get_args(st.Phase)) == {*st.ACTIVE_PHASES, *st.TERMINAL_PHASES, st.PENDING}
+    assert set(st.KFP_PHASES.values()) | {st.PENDING} == set(get_args(st.Phase))
+    assert st.VERDICTS == ("PASS", "WARN", "FAIL", "UNKNOWN")
+
+
+@pytest.mark.parametrize(
+    ("crd", "model"),
+    [
+        (crds.benchmarkrun_crd, st.BenchmarkRunStatus),
+        (crds.benchmarkschedule_crd, st.BenchmarkScheduleStatus),
+    ],
+)
+def test_the_crd_status_schemas_are_the_status_models(crd: Any, model: Any) -> None:
+    """Every field of the model, described (`kubectl explain`); no defaults, which an API server would
+    write into every status, and no nulls; kopf's own progress kept beside them."""
+    status = crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    assert status["type"] == "object" and status["x-kubernetes-preserve-unknown-fields"] is True
+    assert set(status["properties"]) == {f.alias for f in model.model_fields.values()}
+
+    def walk(node: dict[str, Any], path: str) -> None:
+        assert "default" not in node and "nullable" not in node, path
+        for key, child in node.get("properties", {}).items():
+            assert child.get("description"), f"{path}.{key}"
+            walk(child, f"{path}.{key}")
+        for key in ("items", "additionalProperties"):
+            if isinstance(node.get(key), dict):
+                walk(node[key], f"{path}[{key}]")
+
+    walk(status, "status")
 
 
 def test_committed_crds_match_the_models() -> None:

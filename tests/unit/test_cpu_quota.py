@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from benchgate.cpus import CgroupPaths, affinity_cpus, cpu_budget, cpu_quota, usable_cpus
-from benchgate.env import capture_environment
-from benchgate.launch import resolve_threads
+from benchgate.kit.cpus import CgroupPaths, affinity_cpus, cpu_budget, cpu_quota, usable_cpus
+from benchgate.measure.env import capture_environment
+from benchgate.measure.launch import resolve_threads
 
 POD_V2 = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod3f1c.slice/cri-containerd-9ab2.scope"
 POD_V1 = "/kubepods/burstable/pod3f1c/9ab2"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from benchgate.config import parse_config
-from benchgate.credentials import has_credentials, redacted, without_credentials
 from benchgate.errors import ConfigError
-from benchgate.source import validate_repository
+from benchgate.kit.credentials import has_credentials, redacted, without_credentials
+from benchgate.measure.source import validate_repository
 
 CASES = [
     # url, carries credentials, without them, as shown

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from benchgate.env import capture_environment, machine_profile
+from benchgate.measure.env import capture_environment, machine_profile
 
 PROFILE_CHARS = re.compile(r"^[A-Za-z0-9._-]+$")
 

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from benchgate.compare import Check, Comparison
 from benchgate.config import BenchConfig
-from benchgate.figures import bench_figures, run_figures
-from benchgate.files import read_json
-from benchgate.flops import PeakFlops, mfu
-from benchgate.launch import run_bench
-from benchgate.results import Bundle
+from benchgate.kit.files import read_json
+from benchgate.measure.launch import run_bench
+from benchgate.results.bundle import Bundle
+from benchgate.results.comparison import Check, Comparison
+from benchgate.results.figures import bench_figures, run_figures
+from benchgate.workloads.flops import PeakFlops, mfu
 from conftest import make_config
 
 # A peak low enough that sleepy's few FLOPs per step give a visible MFU, high enough to stay under 100%:
@@ -134,7 +134,7 @@ def test_mean_figures_are_the_capped_mean_step_time_and_it_over_the_mean_referen
 
 @pytest.fixture(scope="module")
 def real_metrics(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """metrics-ws1.json as `torchrun -m benchgate.bench` writes it on this CPU host (sleepy, 8 steps)."""
+    """metrics-ws1.json as `torchrun -m benchgate.measure.bench` writes it on this host (sleepy, 8 steps)."""
     tmp_path = tmp_path_factory.mktemp("real-bench")
     bench_section: dict[str, Any] = {"steps": 8, "warmup": 1}
     if "peak_tflops" in BenchConfig.model_fields:

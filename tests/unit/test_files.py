@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from benchgate.files import read_json, write_json
+from benchgate.kit.files import read_json, write_json
 
 
 def test_write_json_replaces_atomically_and_leaves_no_temp_files(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Fingerprints of what A/B holds fixed (benchgate.fingerprint), on this real environment.
+"""Fingerprints of what A/B holds fixed (benchgate.measure.fingerprint), on this real environment.
 
 Nothing is mocked: the package digest is taken of the real installed distributions plus a real
 dist-info directory put on sys.path, the benchgate digest of a real copy of the package imported in a
@@ -21,16 +21,16 @@ import pytest
 import benchgate
 from benchgate.config import RunConfig, parse_config
 from benchgate.errors import BaselineError
-from benchgate.files import write_json
-from benchgate.fingerprint import (
+from benchgate.kit.files import write_json
+from benchgate.measure.fingerprint import (
     NAMES,
     capture_fingerprints,
     describe,
     differing,
     fingerprint_details,
 )
-from benchgate.results import load_bundle
-from benchgate.tracking import _tags
+from benchgate.results.bundle import load_bundle
+from benchgate.tracking.record import _tags
 
 HEX16 = re.compile(r"^[0-9a-f]{16}$")
 BENCH: dict[str, Any] = {
@@ -51,7 +51,7 @@ def config(**bench: Any) -> RunConfig:
 CAPTURE = (
     "import json, sys, benchgate\n"
     "from benchgate.config import parse_config\n"
-    "from benchgate.fingerprint import capture_fingerprints\n"
+    "from benchgate.measure.fingerprint import capture_fingerprints\n"
     "config = parse_config(json.loads(sys.argv[1]))\n"
     "print(json.dumps({'file': benchgate.__file__, 'fp': capture_fingerprints(config)}))\n"
 )

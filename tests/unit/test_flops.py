@@ -1,4 +1,4 @@
-"""Unit tests for benchgate.flops: peak table lookup, per-token FLOPs formulas and MFU arithmetic."""
+"""Unit tests for workloads/flops.py: peak table lookup, per-token FLOPs formulas and MFU arithmetic."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from benchgate.flops import (
+from benchgate.workloads.flops import (
     PEAK_FLOPS,
     ModelShape,
     PeakFlops,

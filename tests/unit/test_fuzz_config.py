@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from benchgate.cli import app
+from benchgate.cli.main import app
 from benchgate.config import RunConfig, load_config
 from benchgate.config_types import MAX_INT
 from benchgate.errors import ConfigError

@@ -1,4 +1,4 @@
-"""Fuzzing the result-bundle loader (benchgate.results) and the readers behind `benchgate compare`.
+"""Fuzzing the result-bundle loader (benchgate.results.bundle) and the readers behind `benchgate compare`.
 
 Each result file of a real run (env.json, metrics-ws<N>.json, eval.json and history.json, written once
 by benchgate's own code: the env stage, the bench worker on gpt-tiny, the eval, two promotions into a
@@ -34,17 +34,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from benchgate.baseline import baseline_location, find_baseline, save_baseline
-from benchgate.bench import run_worker
-from benchgate.compare import Comparison, compare
+from benchgate.checks.compare import compare
+from benchgate.checks.stage import write_comparison
+from benchgate.checks.tables import markdown, print_verdict
 from benchgate.config import RunConfig, Tolerances
 from benchgate.errors import EXIT_BAD_INPUT, BadInputError
-from benchgate.evaluate import run_eval
-from benchgate.figures import run_figures
-from benchgate.files import read_json, write_json
-from benchgate.report import markdown, print_verdict
-from benchgate.results import Bundle, load_bundle
-from benchgate.stages import should_update_baseline, stage_env, write_comparison
+from benchgate.kit.files import read_json, write_json
+from benchgate.measure.bench import run_worker
+from benchgate.measure.evaluate import run_eval
+from benchgate.measure.stage import stage_env
+from benchgate.publish.policy import should_update_baseline
+from benchgate.results.bundle import Bundle, load_bundle
+from benchgate.results.comparison import Comparison
+from benchgate.results.figures import run_figures
+from benchgate.store.baseline import baseline_location, find_baseline, save_baseline
 from conftest import make_config
 
 FILES = ("env.json", "metrics-ws1.json", "metrics-ws2.json", "eval.json", "history.json")

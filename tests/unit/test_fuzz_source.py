@@ -1,4 +1,4 @@
-"""Fuzzing the commit, branch and repository validators (benchgate.source) and `--base REF` resolution.
+"""Fuzzing the commit, branch and repository validators (measure/source.py) and `--base REF` resolution.
 
 Any text (control characters, unicode, leading dashes, `ext::`, `file://`, `--upload-pack=`, whitespace,
 very long) is either accepted as a value that keeps the documented invariant, or refused with a
@@ -20,9 +20,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchgate.credentials import has_credentials, redacted
 from benchgate.errors import EXIT_BAD_INPUT, ConfigError
-from benchgate.source import (
+from benchgate.kit.credentials import has_credentials, redacted
+from benchgate.measure.source import (
     MAX_BRANCH_LENGTH,
     resolve_local_ref,
     validate_branch,

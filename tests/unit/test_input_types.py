@@ -18,18 +18,18 @@ import yaml
 from google.protobuf import json_format, struct_pb2
 from typer.testing import CliRunner
 
-from benchgate.cli import _parse_pairs, app
+from benchgate.checks.stage import eval_skipped
+from benchgate.cli.main import app
+from benchgate.cli.run_output import result_files
+from benchgate.cli.terminal import parse_pairs
 from benchgate.config import RunConfig, load_config, parse_config
 from benchgate.config_types import Bool, Float, Int
 from benchgate.errors import ConfigError
-from benchgate.kfp.params import (
-    config_from_parameters,
-    parameters_from_config,
-    validate_pipeline_arguments,
-)
+from benchgate.kfp.params import config_from_parameters, parameters_from_config
+from benchgate.kfp.pipeline import validate_pipeline_arguments
 from benchgate.kfp.submit import build_arguments, pipeline_parameter_names
-from benchgate.results import Bundle
-from benchgate.stages import eval_skipped, held_back, result_files
+from benchgate.publish.policy import held_back
+from benchgate.results.bundle import Bundle
 from benchgate.workloads.base import missing_eval_hook
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,7 +49,7 @@ def through_struct(value: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_workload_arg_flags_keep_json_types_and_never_read_numbers_from_text() -> None:
-    parsed = _parse_pairs(
+    parsed = parse_pairs(
         ["hidden=512", "dropout=0.25", "tied=true", 'tag="512"', "size=tiny", "x=NaN", "y=Infinity"],
         "--workload-arg",
     )
@@ -131,7 +131,7 @@ def test_workload_args_in_the_config_parameter_are_refused_not_dropped() -> None
 
 
 def test_submit_sends_a_workload_args_param_as_json() -> None:
-    parsed = _parse_pairs(['workload_args={"hidden": 512, "tag": "512"}'], "--param")
+    parsed = parse_pairs(['workload_args={"hidden": 512, "tag": "512"}'], "--param")
     arguments = build_arguments(SHA, "https://example.com/x.git", "", parsed, pipeline_parameter_names())
     assert json.loads(arguments["workload_args"]) == {"hidden": 512, "tag": "512"}
     assert validate_pipeline_arguments(arguments).bench.workload_args == {"hidden": 512, "tag": "512"}
@@ -279,7 +279,7 @@ def run_bundle(steps: int, evaluation: dict[str, Any] | None) -> Bundle:
 
 
 def test_auto_policy_holds_back_a_run_that_measured_less_than_the_baseline() -> None:
-    from benchgate.baseline import describe, made_of
+    from benchgate.store.baseline import describe, made_of
 
     trial = made_of(run_bundle(10, None))
     assert trial == {"steps": 10, "world_sizes": [1, 2], "eval": "off"}

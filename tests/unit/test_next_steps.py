@@ -10,13 +10,14 @@ from typing import Any
 
 from test_compare import bench, bundle
 
-from benchgate import fingerprint
-from benchgate.ab_rows import apply_ab
-from benchgate.ab_runner import ABOutcome, Side
-from benchgate.compare import Comparison, compare, without_reachable_baseline
+from benchgate.ab import decision as ab
+from benchgate.ab.rows import apply_ab
+from benchgate.ab.runner import ABOutcome, Side
+from benchgate.checks.compare import compare, without_reachable_baseline
+from benchgate.checks.next_steps import next_steps
 from benchgate.config import ABConfig, Tolerances
-from benchgate.next_steps import next_steps
-from benchgate.verdict import ab
+from benchgate.measure import fingerprint
+from benchgate.results.comparison import Comparison
 
 TOL, CONF = 5.0, 0.95
 OUT = Path("/runs/r1")

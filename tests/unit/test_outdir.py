@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from benchgate import outdir
 from benchgate.errors import ConfigError
+from benchgate.results import outdir
 
 
 def _tree(path: Path) -> set[str]:
@@ -127,7 +127,7 @@ def test_a_second_run_on_the_same_directory_is_refused_while_the_first_holds_it(
 HOLDER = """
 import sys, time
 from pathlib import Path
-from benchgate import outdir
+from benchgate.results import outdir
 with outdir.claimed(Path(sys.argv[1])) as out:
     out.clear()
     out.will_write(["compare.json"])

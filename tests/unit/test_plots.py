@@ -10,11 +10,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchgate.compare import Check, Comparison, compare
+from benchgate.checks.compare import compare
 from benchgate.config import Tolerances
-from benchgate.figures import HistoryPoint
-from benchgate.plots import _unit, current_point, history_panels, history_png, html_report
-from benchgate.results import Bundle
+from benchgate.publish.html_report import html_report
+from benchgate.publish.plots import _unit, current_point, history_panels, history_png
+from benchgate.results.bundle import Bundle
+from benchgate.results.comparison import Check, Comparison
+from benchgate.results.figures import HistoryPoint
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PROFILE = "cpu-Test-x2_torch2.13.0"

@@ -1,6 +1,6 @@
 import pytest
 
-from benchgate.progress import MarkerRelay, MarkerReporter
+from benchgate.kit.progress import MarkerRelay, MarkerReporter
 
 
 class Recorder:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from benchgate.compare import Check, Comparison
-from benchgate.report import markdown, print_verdict
+from benchgate.checks.tables import markdown, print_verdict
+from benchgate.results.comparison import Check, Comparison
 
 
 def comparison() -> Comparison:

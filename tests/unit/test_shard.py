@@ -4,7 +4,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-from benchgate.shard import decode, encode, load_shard
+from benchgate.workloads.shard import decode, encode, load_shard
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from benchgate.errors import ConfigError, RunFailedError
-from benchgate.source import (
+from benchgate.measure.source import (
     checkout,
     resolve_local_ref,
     use_source,

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from benchgate.stats import (
+from benchgate.kit.stats import (
     Summary,
     block_bootstrap_ci,
     linear_slope,

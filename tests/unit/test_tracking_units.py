@@ -11,13 +11,16 @@ from typing import Any
 import pytest
 from mlflow.entities import Metric, Run, RunData, RunInfo, RunTag
 
-from benchgate import spool, tracking, tracking_read
 from benchgate.config import parse_config
 from benchgate.errors import BadInputError
-from benchgate.figures import run_figures
 from benchgate.kfp.tasks import run_record
-from benchgate.results import Bundle
-from benchgate.sysmetrics import SystemSampler
+from benchgate.measure.sysmetrics import SystemSampler
+from benchgate.results.bundle import Bundle
+from benchgate.results.figures import run_figures
+from benchgate.store import spool
+from benchgate.tracking import client as tracking
+from benchgate.tracking import read as tracking_read
+from benchgate.tracking import record as tracking_record
 from conftest import free_port
 
 
@@ -46,13 +49,13 @@ def test_an_unreachable_server_is_given_up_on_within_the_budget(monkeypatch: pyt
 
 
 def test_config_becomes_dotted_params_cut_to_mlflows_limit() -> None:
-    params = tracking.flatten_params(
+    params = tracking_record.flatten_params(
         {"bench": {"steps": 60, "workload_args": {"size": "tiny"}, "world_sizes": [1, 2]}, "x": "y" * 7000}
     )
     assert params["bench.steps"] == "60"
     assert params["bench.workload_args.size"] == "tiny"
     assert params["bench.world_sizes"] == "[1, 2]"
-    assert len(params["x"]) == tracking.MAX_PARAM_LENGTH
+    assert len(params["x"]) == tracking_record.MAX_PARAM_LENGTH
 
 
 @pytest.mark.parametrize("value", ["it's", "a\\b"])

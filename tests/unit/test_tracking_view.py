@@ -11,7 +11,7 @@ from typing import Any, cast
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
-from benchgate.tracking_view import TAG_VIEW, share_view, ui_url, view_world_sizes
+from benchgate.tracking.view import TAG_VIEW, share_view, ui_url, view_world_sizes
 
 
 @dataclass

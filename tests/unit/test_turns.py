@@ -9,7 +9,7 @@ import time
 import pytest
 
 from benchgate.errors import RunFailedError
-from benchgate.turns import TurnClient, TurnCoordinator
+from benchgate.measure.turns import TurnClient, TurnCoordinator
 
 
 def worker(address: str, side: str, steps: int, log: list[tuple[str, str]], lock: threading.Lock) -> None:

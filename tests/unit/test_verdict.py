@@ -7,8 +7,9 @@ import random
 
 import pytest
 
-from benchgate.verdict.ab import STALL_CAP, decide, look_level, look_rounds, round_change
-from benchgate.verdict.screen import MIN_HISTORY, screen
+from benchgate.ab.decision import decide, look_level, look_rounds, round_change
+from benchgate.checks.screen import MIN_HISTORY, screen
+from benchgate.results.figures import STALL_CAP
 
 TOL, CONF, MIN_ROUNDS, MAX_ROUNDS = 5.0, 0.95, 4, 12
 

@@ -21,24 +21,9 @@ import pytest
 from scipy import stats as scipy_stats
 from test_compare import bundle
 
-from benchgate import ab_runner, fingerprint
-from benchgate.ab_rows import apply_ab, apply_ab_scaling, undecided_world_sizes
-from benchgate.ab_runner import AB_FILE, ABOutcome, Side, round_steps, run_ab, saved_rounds
-from benchgate.compare import (
-    Check,
-    Comparison,
-    compare,
-    unchanged_code,
-)
-from benchgate.comparison import SCALING, TIMING, Status
-from benchgate.config import ABConfig, Tolerances
-from benchgate.errors import BadInputError, BaselineError, ConfigError
-from benchgate.files import read_json, write_json
-from benchgate.results import Bundle
-from benchgate.stages import worlds_for_ab
-from benchgate.verdict import ab, scaling
-from benchgate.verdict.ab import (
-    STALL_CAP,
+from benchgate.ab import decision as ab
+from benchgate.ab import runner as ab_runner
+from benchgate.ab.decision import (
     TAIL_SHARE,
     concentration,
     decide,
@@ -47,7 +32,19 @@ from benchgate.verdict.ab import (
     round_change,
     round_diagnostics,
 )
-from benchgate.verdict.screen import corrected_mean, mean_step_time, screen
+from benchgate.ab.rows import apply_ab, apply_ab_scaling, undecided_world_sizes
+from benchgate.ab.runner import AB_FILE, ABOutcome, Side, round_steps, run_ab, saved_rounds
+from benchgate.ab.stage import worlds_for_ab
+from benchgate.checks import scaling
+from benchgate.checks.compare import compare, unchanged_code
+from benchgate.checks.screen import screen
+from benchgate.config import ABConfig, Tolerances
+from benchgate.errors import BadInputError, BaselineError, ConfigError
+from benchgate.kit.files import read_json, write_json
+from benchgate.measure import fingerprint
+from benchgate.results.bundle import Bundle
+from benchgate.results.comparison import SCALING, TIMING, Check, Comparison, Status
+from benchgate.results.figures import STALL_CAP, corrected_mean, mean_step_time
 from conftest import make_config
 
 TOL, CONF = 5.0, 0.95
@@ -132,7 +129,7 @@ def simulated_fail_at_any_look(
     rounds: np.ndarray, level: float, looks: list[int]
 ) -> tuple[np.ndarray, np.ndarray]:
     """(FAIL at some look, PASS at some look) per sequence of round figures, with scipy's t quantiles at
-    `level`: the rule's bounds computed independently of benchgate.stats."""
+    `level`: the rule's bounds computed independently of benchgate.kit.stats."""
     fail = np.zeros(len(rounds), dtype=bool)
     passed = np.zeros(len(rounds), dtype=bool)
     for n in looks:
@@ -513,7 +510,7 @@ def test_a_turn_client_counts_the_cpu_it_used_while_waiting() -> None:
     import socket
     import threading
 
-    from benchgate.turns import TurnClient
+    from benchgate.measure.turns import TurnClient
 
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]

@@ -11,10 +11,10 @@ import torch
 
 from benchgate.config import parse_config
 from benchgate.errors import ConfigError, WorkloadError
-from benchgate.stages import stage_check_workload
-from benchgate.training import build_trainer, check_training_step
+from benchgate.measure.stage import stage_check_workload
 from benchgate.workloads.base import check_members, load_workload, supports_eval
 from benchgate.workloads.gpt import GPT, SIZES, non_embedding_params
+from benchgate.workloads.training import build_trainer, check_training_step
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -83,7 +83,7 @@ def test_readme_user_workload_example_runs_through_the_protocol(monkeypatch: pyt
 
 
 # The workload contract, checked up front: members by load_workload, then one real step on CPU
-# (stages.stage_check_workload, which the pipeline's env task runs). Each bad workload is a real one in
+# (measure/stage.stage_check_workload, which the pipeline's env task runs). Each bad workload is a real one in
 # tests/bg_test_workloads.py.
 CONTRACT_BREACHES = [
     pytest.param(

@@ -2,7 +2,7 @@
 
 - KFP through `benchgate.kfp.submit` (`ensure_run`: exactly once per run name, attached to whatever
   its state, so a BenchmarkRun mirrors a FAILED KFP run; `benchgate submit --rerun` starts attempts);
-- MLflow through `benchgate.tracking` / `tracking_read` (the verdict of the gate run a KFP run logged);
+- MLflow through `benchgate.tracking.client` / `tracking_read` (the verdict of the gate run a KFP run logged);
 - the Kubernetes API for the objects the handlers create, list and delete (kopf itself watches and
   patches through its own client).
 
@@ -18,7 +18,8 @@ from typing import Any
 
 from benchgate.controller.access import GROUP, VERSION
 from benchgate.controller.settings import ControllerSettings
-from benchgate.kfp.submit import KfpApi, compile_package, ensure_run, load_package, preflight
+from benchgate.kfp.api import KfpApi, preflight
+from benchgate.kfp.submit import compile_package, ensure_run, load_package
 
 
 class KfpRuns:
@@ -79,10 +80,10 @@ class Verdicts:
         """{run_id, url, tags, metrics} of the gate run, or None without MLflow or before it is logged."""
         if not self.settings.mlflow_uri:
             return None
-        from benchgate import tracking
         from benchgate.config import parse_config
-        from benchgate.tracking_read import gate_run_for_kfp
-        from benchgate.tracking_view import ui_url
+        from benchgate.tracking import client as tracking
+        from benchgate.tracking.read import gate_run_for_kfp
+        from benchgate.tracking.view import ui_url
 
         config = parse_config({"tracking": {"uri": self.settings.mlflow_uri, "experiment": experiment}})
         tracker = tracking.connect(config, budget_s=10.0)

@@ -22,12 +22,12 @@ from benchgate.config import DEFAULT_WORKLOAD, Tolerances
 from benchgate.errors import ConfigError
 from benchgate.kfp.params import config_from_parameters, workload_args_parameter
 from benchgate.kfp.submit import build_arguments
-from benchgate.source import MAX_BRANCH_LENGTH
+from benchgate.measure.source import MAX_BRANCH_LENGTH
 
 KUBE_EXTENSION = "x-kubernetes-preserve-unknown-fields"
 SHA_PATTERN = r"^([0-9a-f]{40}|[0-9a-f]{64})$"
 SHA_OR_EMPTY_PATTERN = r"^([0-9a-f]{40}|[0-9a-f]{64})?$"
-# The CRD refuses, at the API server, what benchgate.source would refuse later. Its patterns are
+# The CRD refuses, at the API server, what benchgate.measure.source would refuse later. Its patterns are
 # JSON-schema regexes that Go (the API server), ECMA-262 and pydantic all read alike: no lookaround, so
 # they say what a value is made of, not what it must avoid. The controller still runs the full checks
 # (source.validate_repository, validate_branch, credentials) before any KFP run exists.

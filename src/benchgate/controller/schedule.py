@@ -1,19 +1,35 @@
 """BenchmarkSchedule decisions, computed: when a run is due, which runs to prune, the run to create.
 
 Pure functions (the clock and the cluster's objects are arguments), so cron, time zones, concurrency
-policies and history limits are tested without waiting for a real minute to pass.
+policies and history limits are tested without waiting for a real minute to pass. The schedule timer
+(`handlers.tick`) calls the last four in turn, gathering what each needs between them: `look` (valid?
+due? skipped?), `forbidden` (after listing the schedule's runs), `branch_unresolved` (when the branch
+head cannot be resolved) and `creation` (what to delete, create and prune, and the status to write).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from benchgate.controller.access import GROUP, VERSION
-from benchgate.controller.resources import BenchmarkScheduleSpec
-from benchgate.controller.status import CANCELED, FAILED, SUCCEEDED, TERMINAL_PHASES, parse_time
+from benchgate.controller.planning import Outcome
+from benchgate.controller.resources import BenchmarkScheduleSpec, parse_spec
+from benchgate.controller.status import (
+    CANCELED,
+    FAILED,
+    SUCCEEDED,
+    TERMINAL_PHASES,
+    BenchmarkScheduleStatus,
+    condition,
+    merge_conditions,
+    parse_time,
+    timestamp,
+)
 from benchgate.errors import ConfigError
 
 SCHEDULE_LABEL = f"{GROUP}/schedule"
@@ -133,6 +149,130 @@ def run_manifest(
     }
 
 
-def last_time(status: dict[str, Any], meta: dict[str, Any], now: datetime) -> datetime:
+def last_time(status: Mapping[str, Any], meta: Mapping[str, Any], now: datetime) -> datetime:
     """Where the schedule counts from: its last scheduled time, else its creation."""
     return parse_time(status.get("lastScheduleTime")) or parse_time(meta.get("creationTimestamp")) or now
+
+
+# ---------------------------------------------------------------- the schedule timer's decisions
+
+
+@dataclass(frozen=True)
+class Due:
+    """A valid schedule with a cron time to act on."""
+
+    spec: BenchmarkScheduleSpec
+    time: datetime
+
+    def handled(self) -> BenchmarkScheduleStatus:
+        """The status that records this time as handled (the timer writes it before anything remote:
+        a failure after it does not retry this time, the next cron time comes)."""
+        return BenchmarkScheduleStatus(last_schedule_time=timestamp(self.time))
+
+
+def look(
+    spec: Mapping[str, Any], status: Mapping[str, Any], meta: Mapping[str, Any], now: datetime
+) -> Outcome | Due:
+    """The schedule's look at `now`: the time due, or an Outcome when the look ends here: an invalid
+    spec (condition Valid False, and an Event unless this message had one), nothing due, or a time
+    skipped (suspended, or later than startingDeadlineSeconds)."""
+    conditions = status.get("conditions")
+    try:
+        parsed = parse_spec(BenchmarkScheduleSpec, dict(spec))
+        check_schedule(parsed)
+    except ConfigError as e:
+        message = str(e)
+        told = any(
+            c.get("reason") == "InvalidSpec" and c.get("message") == message[:1000] for c in conditions or []
+        )
+        invalid = condition("Valid", False, "InvalidSpec", message, now)
+        return Outcome(
+            status=BenchmarkScheduleStatus(conditions=merge_conditions(conditions, invalid)),
+            warning=None if told else ("InvalidSpec", message),
+        )
+    due = due_time(parsed, last_time(status, meta, now), now)
+    if due is None:
+        return Outcome()
+    if parsed.suspend or too_late(parsed, due, now):
+        why = "suspended" if parsed.suspend else "missed by more than startingDeadlineSeconds"
+        return Outcome(status=_scheduled(due, status, False, "Skipped", f"{timestamp(due)}: {why}", now))
+    return Due(parsed, due)
+
+
+def forbidden(
+    due: Due, owned: list[dict[str, Any]], status: Mapping[str, Any], now: datetime
+) -> Outcome | None:
+    """Under concurrencyPolicy Forbid, a run of the schedule still active skips this time (else None)."""
+    running = active(owned)
+    if not running or due.spec.concurrency_policy != "Forbid":
+        return None
+    message = f"{timestamp(due.time)}: skipped, {running[0]['metadata']['name']} is still active (Forbid)"
+    return Outcome(status=_scheduled(due.time, status, False, "ConcurrencyForbid", message, now))
+
+
+def branch_unresolved(due: Due, status: Mapping[str, Any], message: str, now: datetime) -> Outcome:
+    """The branch head could not be resolved: this time is skipped, with an Event."""
+    return Outcome(
+        status=_scheduled(due.time, status, False, "BranchUnresolved", message, now),
+        warning=("BranchUnresolved", message),
+    )
+
+
+@dataclass(frozen=True)
+class Creation:
+    """A scheduled run to create: `replace` (unfinished runs deleted first, under Replace), `manifest`,
+    `prune` (finished runs beyond the history limits, deleted after) and the schedule's new status."""
+
+    replace: list[str]
+    manifest: dict[str, Any]
+    prune: list[str]
+    outcome: Outcome
+
+
+def creation(
+    due: Due,
+    schedule: Mapping[str, Any],
+    owned: list[dict[str, Any]],
+    commit: str,
+    status: Mapping[str, Any],
+    now: datetime,
+) -> Creation:
+    """The run of `commit` (the branch head) for the due time, with what to delete around it."""
+    spec = due.spec
+    running = [r["metadata"]["name"] for r in active(owned)]
+    replacing = spec.concurrency_policy == "Replace"
+    manifest = run_manifest(dict(schedule), spec, commit, due.time)
+    name = manifest["metadata"]["name"]
+    final = _scheduled(
+        due.time,
+        status,
+        True,
+        "RunCreated",
+        f"created {name} at {commit[:12]}",
+        now,
+        last_run_name=name,
+        last_commit=commit,
+        active=([] if replacing else running) + [name],
+        observed_generation=schedule["metadata"].get("generation", 1),
+    )
+    prune = to_prune(owned, spec.successful_runs_history_limit, spec.failed_runs_history_limit)
+    return Creation(running if replacing else [], manifest, prune, Outcome(status=final))
+
+
+def _scheduled(
+    due: datetime,
+    status: Mapping[str, Any],
+    created: bool,
+    reason: str,
+    message: str,
+    now: datetime,
+    **fields: Any,
+) -> BenchmarkScheduleStatus:
+    """The status of a handled time: its lastScheduleTime, the schedule Valid, Scheduled or not."""
+    valid = condition("Valid", True, "Valid", "the schedule is valid", now)
+    scheduled = condition("Scheduled", created, reason, message, now)
+    return BenchmarkScheduleStatus(
+        last_schedule_time=timestamp(due),
+        conditions=merge_conditions(status.get("conditions"), valid, scheduled),
+        **fields,
+    )

@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from benchgate.errors import ConfigError
-from benchgate.kfp.submit import DEFAULT_EXPERIMENT, Connection, connection_from_env
+from benchgate.kfp.api import Connection, connection_from_env
+from benchgate.kfp.submit import DEFAULT_EXPERIMENT
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,10 @@
-"""A BenchmarkRun's status, computed: phases from KFP states, conditions, the verdict summary.
+"""A resource's status: the pydantic models it is written through, and its values, computed.
 
-Pure functions over plain values, so every mapping here is tested without a cluster; the handlers only
-fetch the inputs and write the result.
+`BenchmarkRunStatus` and `BenchmarkScheduleStatus` are to the status what `resources.py`'s models are to
+the spec: `crds.py` generates the CRDs' status schemas from them (their descriptions are what
+`kubectl explain` shows), and every status a handler writes is one of them, dumped (`patch()`), so a
+key the model lacks cannot be written. The functions below compute the values (phases from KFP states,
+conditions, the verdict summary): pure functions over plain values, tested without a cluster.
 """
 
 from __future__ import annotations
@@ -9,18 +12,27 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any, Final, Literal, get_args
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic.alias_generators import to_camel
 
 from benchgate.kfp.submit import exit_code_for
 
-PENDING, SUBMITTED, RUNNING = "Pending", "Submitted", "Running"
-SUCCEEDED, FAILED, CANCELED = "Succeeded", "Failed", "Canceled"
-ACTIVE_PHASES = (SUBMITTED, RUNNING)
-TERMINAL_PHASES = (SUCCEEDED, FAILED, CANCELED)
-VERDICTS = ("PASS", "WARN", "FAIL", "UNKNOWN")
+Phase = Literal["Pending", "Submitted", "Running", "Succeeded", "Failed", "Canceled"]
+PENDING: Final = "Pending"
+SUBMITTED: Final = "Submitted"
+RUNNING: Final = "Running"
+SUCCEEDED: Final = "Succeeded"
+FAILED: Final = "Failed"
+CANCELED: Final = "Canceled"
+ACTIVE_PHASES: tuple[Phase, ...] = (SUBMITTED, RUNNING)
+TERMINAL_PHASES: tuple[Phase, ...] = (SUCCEEDED, FAILED, CANCELED)
+VerdictResult = Literal["PASS", "WARN", "FAIL", "UNKNOWN"]
+VERDICTS: tuple[str, ...] = get_args(VerdictResult)
 
 # KFP v2beta1 run states -> phase. A state KFP adds later reads as Running until it ends.
-KFP_PHASES = {
+KFP_PHASES: dict[str, Phase] = {
     "PENDING": SUBMITTED,
     "RUNTIME_STATE_UNSPECIFIED": SUBMITTED,
     "RUNNING": RUNNING,
@@ -51,7 +63,7 @@ def kfp_run_name(namespace: str, name: str, uid: str) -> str:
     return f"br-{namespace[:40]}-{name[:60]}-{digest}"
 
 
-def phase_for(kfp_state: str, tasks: list[tuple[str, str]]) -> tuple[str, str, str]:
+def phase_for(kfp_state: str, tasks: list[tuple[str, str]]) -> tuple[Phase, str, str]:
     """(phase, reason, message) for a KFP run in `kfp_state` with `tasks` (display name, state)."""
     phase = KFP_PHASES.get(kfp_state, RUNNING)
     if phase not in TERMINAL_PHASES:
@@ -100,7 +112,7 @@ def holds(conditions: list[Mapping[str, Any]] | None, kind: str, reason: str) ->
 
 def verdict_summary(tags: Mapping[str, str], metrics: Mapping[str, float]) -> dict[str, Any]:
     """status.verdict from the MLflow gate run's verdict tag and gate/* metrics."""
-    from benchgate.tracking import TAG_VERDICT
+    from benchgate.tracking.client import TAG_VERDICT
 
     changes: dict[str, float] = {}
     for key, value in metrics.items():
@@ -120,3 +132,113 @@ def verdict_summary(tags: Mapping[str, str], metrics: Mapping[str, float]) -> di
     if checks:
         summary["checks"] = checks
     return summary
+
+
+# ---------------------------------------------------------------- the models the status is written through
+
+
+def _rfc3339(text: str) -> str:
+    parse_time(text)  # a ValueError (pydantic's validation error) unless it is a time
+    return text
+
+
+# A time as Kubernetes writes them (`timestamp`): a string in the status and in the schema.
+Timestamp = Annotated[
+    str, AfterValidator(_rfc3339), WithJsonSchema({"type": "string", "format": "date-time"})
+]
+
+
+class StatusModel(BaseModel):
+    """A status (or a part of one) as the handlers write it: every field optional and written only when
+    set (a handler writes what it decided, nothing else); unknown keys refused (a typo would otherwise
+    be a field no one reads)."""
+
+    # `status` keeps kopf's own progress keys beside these: the CRD preserves unknown fields there.
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+    def patch(self) -> dict[str, Any]:
+        """The fields set, under their Kubernetes names: what a handler merges into `.status`."""
+        return self.model_dump(by_alias=True, exclude_unset=True, mode="json")
+
+
+class Condition(StatusModel):
+    """One condition, shaped as Kubernetes' own (`kubectl wait --for=condition=<type>`)."""
+
+    type: str = Field(
+        ...,
+        description="BenchmarkRun: Submitted, KfpReachable, Finished, VerdictRead. BenchmarkSchedule: Valid, "
+        "Scheduled.",
+    )
+    status: Literal["True", "False", "Unknown"] = Field(..., description="True, False or Unknown.")
+    reason: str | None = Field(None, description="Why, in one CamelCase word (e.g. Queued, GatePassed).")
+    message: str | None = Field(None, description="Why, in words (at most 1000 characters).")
+    last_transition_time: Timestamp | None = Field(
+        None, description="When the status last changed (a new reason with the same status keeps it)."
+    )
+
+
+class Verdict(StatusModel):
+    """The gate's verdict and headline figures, read from the gate run in MLflow when the KFP run ends."""
+
+    result: VerdictResult | None = Field(
+        None, description="PASS, WARN, FAIL or UNKNOWN: the gate run's benchgate.verdict tag."
+    )
+    throughput_change: str | None = Field(
+        None, description="Headline tokens/s change: the worst world size's, e.g. '-8.4% (ws=8)'."
+    )
+    tokens_per_second_change_pct: dict[str, float] | None = Field(
+        None, description="tokens/s change in percent per world size ('ws1', 'ws8')."
+    )
+    checks: dict[str, int] | None = Field(
+        None, description="How many checks ended PASS, WARN, UNKNOWN, FAIL, NEW."
+    )
+
+
+class BenchmarkRunStatus(StatusModel):
+    """What the controller observed of a BenchmarkRun: its phase, its KFP run and the gate's verdict."""
+
+    phase: Phase | None = Field(
+        None,
+        description="Pending: validated, waiting (queue or KFP retry); Submitted: the KFP run exists; "
+        "Running; Succeeded: the pipeline finished and the gate passed or warned; Failed: a regression, "
+        "UNKNOWN, a failed task, a rejected spec or the deadline; Canceled: the KFP run was canceled.",
+    )
+    short_commit: str | None = Field(None, description="The first 12 characters of spec.commit.")
+    kfp_run_id: str | None = Field(None, description="The KFP run's id.")
+    kfp_run_name: str | None = Field(
+        None, description="The KFP run's name, br-<namespace>-<name>-<hash>: one per object."
+    )
+    kfp_run_url: str | None = Field(None, description="The KFP run's page in the KFP UI.")
+    kfp_state: str | None = Field(None, description="The KFP run's own state, as KFP reports it.")
+    mlflow_run_id: str | None = Field(None, description="The gate's parent run in MLflow.")
+    mlflow_run_url: str | None = Field(None, description="The gate's parent run in the MLflow UI.")
+    verdict: Verdict | None = Field(
+        None, description="The gate's verdict (empty when MLflow has no gate run for the KFP run)."
+    )
+    conditions: list[Condition] | None = Field(
+        None, description="Submitted, KfpReachable, Finished, VerdictRead, with reasons."
+    )
+    observed_generation: int | None = Field(
+        None, description="The metadata.generation the controller validated."
+    )
+    start_time: Timestamp | None = Field(None, description="When the KFP run was submitted.")
+    completion_time: Timestamp | None = Field(None, description="When the run ended, or was refused.")
+
+
+class BenchmarkScheduleStatus(StatusModel):
+    """What the controller did with a BenchmarkSchedule at its last cron time."""
+
+    last_schedule_time: Timestamp | None = Field(
+        None, description="The last cron time handled, whether a run was created or not."
+    )
+    last_run_name: str | None = Field(None, description="The BenchmarkRun created last.")
+    last_commit: str | None = Field(None, description="The branch head the last run benchmarks (a full SHA).")
+    active: list[str] | None = Field(
+        None,
+        description="The schedule's unfinished runs when it last created one, that one included (not "
+        "updated as they finish).",
+    )
+    conditions: list[Condition] | None = Field(None, description="Valid and Scheduled, with reasons.")
+    observed_generation: int | None = Field(
+        None, description="The metadata.generation the controller validated."
+    )

@@ -16,7 +16,7 @@ from typing import NamedTuple
 from kfp import dsl
 from kfp.dsl import Artifact, Input, Markdown, Metrics, Output
 
-from benchgate import __version__
+from benchgate._version import __version__
 
 BENCH_IMAGE_REPOSITORY = os.environ.get("BENCHGATE_IMAGE_REPOSITORY", "ghcr.io/benchgate/bench")
 BENCH_IMAGE = f"{BENCH_IMAGE_REPOSITORY}:{__version__}"

@@ -27,25 +27,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from benchgate import errors, lifeline, outdir
-from benchgate.compare import Comparison, load_comparison
+from benchgate import errors
 from benchgate.config import RunConfig
-from benchgate.credentials import MLFLOW_INSTEAD, refuse_credentials
 from benchgate.errors import BenchgateError, RunFailedError
-from benchgate.files import read_json
 from benchgate.kfp.params import parameters_from_config
 from benchgate.kfp.task_harness import ERROR_FILE
 from benchgate.kfp.tasks import LOCAL_OUT_VARIABLE, link_trace_or_copy, verdict_lines
-from benchgate.launch import default_world_sizes, visible_gpus
-from benchgate.progress import MarkerRelay, Reporter, SilentReporter
-from benchgate.publish import TRACKING_FILE
-from benchgate.source import (
+from benchgate.kit import lifeline
+from benchgate.kit.credentials import MLFLOW_INSTEAD, refuse_credentials
+from benchgate.kit.files import read_json
+from benchgate.kit.progress import MarkerRelay, Reporter, SilentReporter
+from benchgate.measure.launch import default_world_sizes, visible_gpus
+from benchgate.measure.source import (
     local_repository,
     resolve_local_ref,
     validate_branch,
     validate_commit,
     validate_repository,
 )
+from benchgate.results import outdir
+from benchgate.results.comparison import Comparison, load_comparison
+from benchgate.tracking.refresh import TRACKING_FILE
 
 PIPELINE_DIR = "pipeline"
 
@@ -138,7 +140,7 @@ def run_gate(
         repository = repository or here
     elif not commit and not repository:
         # The repository the working tree belongs to: where the baseline run's commit is looked for, the
-        # A/B base by default (stages.ab_base_commit), so a changed tree is decided, not UNKNOWN.
+        # A/B base by default (ab/stage.ab_base_commit), so a changed tree is decided, not UNKNOWN.
         repository = local_repository(Path.cwd())
     arguments = pipeline_arguments(config)
     timed = _TimedReporter(reporter or SilentReporter())
@@ -224,7 +226,7 @@ def _run_pipeline(
 
 
 def _tasks_tied_to_this_process() -> contextlib.AbstractContextManager[None]:
-    """The pipeline's tasks end with this process, even when it is killed outright (benchgate.lifeline)."""
+    """The pipeline's tasks end with this process, even when it is killed outright (kit/lifeline.py)."""
     return _environment(lifeline.PARENT_PID_VARIABLE, str(os.getpid()))
 
 

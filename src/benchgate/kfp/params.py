@@ -15,7 +15,6 @@ string parameter, decoded here with every type intact; `config` may not carry th
 from __future__ import annotations
 
 import copy
-import inspect
 import json
 import tempfile
 from collections.abc import Mapping
@@ -144,20 +143,6 @@ def _table(value: Any, name: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigError(f"{name}: got {shown(value)} (expected a dict shaped like the TOML file's tables)")
     return value
-
-
-def validate_pipeline_arguments(arguments: Mapping[str, Any]) -> RunConfig:
-    """The config a pipeline run with `arguments` gets (the pipeline's defaults for the rest).
-
-    This is the env task's first check, made before submitting, so that a bad `--param` is refused
-    with exit 2 on the command line instead of failing the run on the cluster.
-    """
-    from benchgate.kfp.pipeline import benchgate_pipeline  # imports kfp: only where a run is made
-
-    declared = inspect.signature(benchgate_pipeline.pipeline_func).parameters
-    merged = {name: p.default for name, p in declared.items()} | dict(arguments)
-    wanted = inspect.signature(config_from_parameters).parameters
-    return config_from_parameters(**{name: merged[name] for name in wanted})
 
 
 def parameters_from_config(config: RunConfig, world_sizes: list[int]) -> dict[str, Any]:

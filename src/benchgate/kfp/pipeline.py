@@ -32,11 +32,15 @@ pool's node selector and tolerations, the MLflow credentials secret (optional: t
 it) and, optionally, the PersistentVolumeClaim for the baseline cache and spool.
 """
 
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
 from kfp import dsl, kubernetes
 
-from benchgate.config import DEFAULT_WORKLOAD
+from benchgate.config import DEFAULT_WORKLOAD, RunConfig
 from benchgate.kfp import components as c
-from benchgate.kfp.params import CLUSTER_BASELINE_DIR, CLUSTER_BASELINE_MOUNT
+from benchgate.kfp.params import CLUSTER_BASELINE_DIR, CLUSTER_BASELINE_MOUNT, config_from_parameters
 
 PIPELINE_NAME = "benchgate"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -187,3 +191,15 @@ def benchgate_pipeline(
         judged(volume=False)
     with dsl.Else(name="baseline volume"):
         judged(volume=True)
+
+
+def validate_pipeline_arguments(arguments: Mapping[str, Any]) -> RunConfig:
+    """The config a pipeline run with `arguments` gets (the pipeline's defaults for the rest).
+
+    This is the env task's first check, made before submitting, so that a bad `--param` is refused
+    with exit 2 on the command line instead of failing the run on the cluster.
+    """
+    declared = inspect.signature(benchgate_pipeline.pipeline_func).parameters
+    merged = {name: p.default for name, p in declared.items()} | dict(arguments)
+    wanted = inspect.signature(config_from_parameters).parameters
+    return config_from_parameters(**{name: merged[name] for name in wanted})

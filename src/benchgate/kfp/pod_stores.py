@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from benchgate.config import RunConfig
-from benchgate.files import read_json, write_json
+from benchgate.kit.files import read_json, write_json
 
 # In compare's results when an A/B follows and the stores are pod-local: the baseline it screened against.
 SCREENED_BASELINE = "screened-baseline"
@@ -32,8 +32,10 @@ def publish_and_keep(configured: RunConfig, config: RunConfig, out: Path) -> dic
     store keeps it, and `benchgate sync --from DIR` sends it from there. Without a tracking URI and a
     volume the embedded MLflow store would be in the pod as well: the run is not logged there, only kept.
     """
-    from benchgate import spool, tracking
-    from benchgate.publish import PUBLISHED_FILE, publish_run
+    from benchgate.publish.stage import publish_run
+    from benchgate.results.bundle import PUBLISHED_FILE
+    from benchgate.store import spool
+    from benchgate.tracking import client as tracking
 
     hold = None
     if tracking.is_local_store(config) and config.tracking.local_dir != configured.tracking.local_dir:
@@ -48,8 +50,8 @@ def publish_and_keep(configured: RunConfig, config: RunConfig, out: Path) -> dic
 
 def restore_baseline(compared: Path, baseline_dir: Path) -> None:
     """Put the baseline the compare task screened against into this pod's (empty) store."""
-    from benchgate.baseline import save_baseline
-    from benchgate.results import load_bundle
+    from benchgate.results.bundle import load_bundle
+    from benchgate.store.baseline import save_baseline
 
     copy = compared / SCREENED_BASELINE
     if not (copy / "baseline.json").is_file():

@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from benchgate import lifeline
 from benchgate.config import RunConfig, parse_config
-from benchgate.diskfaults import disk_error, is_disk_error
 from benchgate.errors import BenchgateError
-from benchgate.files import read_json, write_json
-from benchgate.progress import MarkerReporter
+from benchgate.kit import lifeline
+from benchgate.kit.diskfaults import disk_error, is_disk_error
+from benchgate.kit.files import read_json, write_json
+from benchgate.kit.progress import MarkerReporter
 
 ERROR_FILE = "error.json"
 
@@ -88,7 +88,7 @@ def skipped(section: str, enabled: bool) -> bool:
 
 def fetch_code_under_test(env: dict[str, Any], workspace: Path) -> None:
     """Fetch the commit under test that the env task recorded (nothing when it recorded none)."""
-    from benchgate.source import use_source
+    from benchgate.measure.source import use_source
 
     source = env.get("source") or {}
     use_source(source.get("repository", ""), source.get("commit", ""), workspace)

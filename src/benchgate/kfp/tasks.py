@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchgate.errors import EXIT_REGRESSION, EXIT_UNKNOWN, ConfigError
-from benchgate.files import read_json, write_json
 from benchgate.kfp.params import task_stores
 from benchgate.kfp.pod_stores import (
     SCREENED_BASELINE,
@@ -36,9 +35,10 @@ from benchgate.kfp.task_harness import (
     stage,
     start_task,
 )
+from benchgate.kit.files import read_json, write_json
 
 if TYPE_CHECKING:
-    from benchgate.comparison import Comparison
+    from benchgate.results.comparison import Comparison
 
 # Set by `benchgate run` to its --out directory: the gate task then reports the verdict and succeeds,
 # and `benchgate run` exits with the verdict's code (see gate_task).
@@ -71,13 +71,13 @@ def env_task(
 
     Everything that can fail fast fails here, before any GPU is busy for minutes: the parameters, the
     commits, each world size against this machine's devices, and the workload's contract (its import,
-    factory and members, and one real training step: `stages.stage_check_workload`).
+    factory and members, and one real training step: `measure/stage.stage_check_workload`).
     """
     from benchgate.kfp.params import config_from_parameters
-    from benchgate.launch import check_world_size
-    from benchgate.publish import RUN_FILE
-    from benchgate.source import use_source, validate_branch, validate_commit, validate_repository
-    from benchgate.stages import stage_check_workload, stage_env
+    from benchgate.measure.launch import check_world_size
+    from benchgate.measure.source import use_source, validate_branch, validate_commit, validate_repository
+    from benchgate.measure.stage import stage_check_workload, stage_env
+    from benchgate.results.bundle import RUN_FILE
 
     with reporting_errors("env", setup_dir), stage("env"):
         config = config_from_parameters(**parameters)
@@ -125,7 +125,7 @@ def bench_task(
     setup_dir: str, world_size: int, skip_if_one: bool, results_dir: str, figures: MetricsSink
 ) -> None:
     """Run the benchmark at one world size under torchrun."""
-    from benchgate.launch import run_bench
+    from benchgate.measure.launch import run_bench
 
     with reporting_errors(f"bench ws={world_size}", results_dir):
         config, env, out = start_task(setup_dir, results_dir)
@@ -141,7 +141,7 @@ def bench_task(
 
 
 def log_bench_figures(metrics: dict[str, Any], figures: MetricsSink) -> None:
-    from benchgate.figures import bench_figures
+    from benchgate.results.figures import bench_figures
 
     for name, value in bench_figures(metrics).items():
         figures.log_metric(name, value)
@@ -149,8 +149,8 @@ def log_bench_figures(metrics: dict[str, Any], figures: MetricsSink) -> None:
 
 def eval_task(setup_dir: str, results_dir: str, figures: MetricsSink) -> None:
     """Deterministic eval on the bundled shard: eval.json (nothing when eval is disabled)."""
-    from benchgate.evaluate import run_eval
-    from benchgate.figures import eval_figures
+    from benchgate.measure.evaluate import run_eval
+    from benchgate.results.figures import eval_figures
 
     with reporting_errors("eval", results_dir):
         config, env, out = start_task(setup_dir, results_dir)
@@ -169,7 +169,7 @@ def eval_task(setup_dir: str, results_dir: str, figures: MetricsSink) -> None:
 def trace_task(setup_dir: str, trace_dir: str) -> None:
     """A gzipped torch.profiler trace, for Perfetto (https://ui.perfetto.dev) or TensorBoard (nothing
     when tracing is disabled)."""
-    from benchgate.trace import run_trace
+    from benchgate.measure.trace import run_trace
 
     with reporting_errors("trace", trace_dir):
         config, env, out = start_task(setup_dir, trace_dir)
@@ -223,8 +223,9 @@ def compare_task(
     policy, MLflow), so the common path imports MLflow in one process only. `baseline_pvc`: the volume
     mounted for the stores, or "" for pod-local ones (see `params.task_stores`).
     """
-    from benchgate.publish import refresh_baseline
-    from benchgate.stages import ab_base_commit, stage_compare, worlds_for_ab
+    from benchgate.ab.stage import ab_base_commit, worlds_for_ab
+    from benchgate.checks.stage import stage_compare
+    from benchgate.tracking.refresh import refresh_baseline
 
     with reporting_errors("compare", results_dir):
         out = Path(results_dir)
@@ -266,9 +267,9 @@ def ab_task(
     `gpus` and `accelerator_type` are what the task asked the cluster for (its pod spec); `baseline_pvc`
     the volume mounted for the stores, or "" for pod-local ones.
     """
-    from benchgate.ab_runner import Side
-    from benchgate.source import checkout, import_paths, validate_commit
-    from benchgate.stages import stage_ab
+    from benchgate.ab.runner import Side
+    from benchgate.ab.stage import stage_ab
+    from benchgate.measure.source import checkout, import_paths, validate_commit
 
     with reporting_errors("A/B", results_dir):
         out = Path(results_dir)
@@ -317,8 +318,8 @@ def ab_task(
 
 def publish_verdict(results: Path, verdict_markdown: str, figures: MetricsSink) -> None:
     """The verdict table as the task's Markdown output, and its counts and ratios as metrics."""
-    from benchgate.compare import Comparison, load_comparison
-    from benchgate.figures import gate_figures
+    from benchgate.results.comparison import Comparison, load_comparison
+    from benchgate.results.figures import gate_figures
 
     shutil.copy2(results / "compare.md", verdict_markdown)
     compared = load_comparison(results / "compare.json").to_dict()
@@ -338,8 +339,8 @@ def gate_task(results_dir: str, summary_path: str) -> None:
     The verdict was published (report, baseline, MLflow) by the task that reached it; the summary says
     what became of it, for `benchgate run` and for people reading the run in the KFP UI.
     """
-    from benchgate.compare import load_comparison
-    from benchgate.publish import PUBLISHED_FILE
+    from benchgate.results.bundle import PUBLISHED_FILE
+    from benchgate.results.comparison import load_comparison
 
     with reporting_errors("gate", summary_path):
         results = Path(results_dir)
@@ -375,8 +376,8 @@ def gate_task(results_dir: str, summary_path: str) -> None:
 
 def verdict_lines(comparison: Comparison, out_dir: Path) -> list[str]:
     """The verdict in plain words, "verdict UNKNOWN (exit 4): <next step>", then any further next steps
-    (`benchgate.next_steps`: what decides an UNKNOWN, where a FAIL's detail is; paths under `out_dir`)."""
-    from benchgate.next_steps import next_steps
+    (`checks/next_steps.py`: what decides an UNKNOWN, where a FAIL's detail is; paths under `out_dir`)."""
+    from benchgate.checks.next_steps import next_steps
 
     steps = next_steps(comparison, out_dir)
     first = f"verdict {comparison.verdict} (exit {comparison.exit_code})"

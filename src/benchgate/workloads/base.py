@@ -23,7 +23,7 @@ Optional eval hook (the eval stage is skipped without it)
 
 The members are checked when the workload is loaded (`check_members`), and the pipeline's first task
 runs one real training step on the bench's device to check the loss
-(`benchgate.training.check_training_step`), so a broken contract is refused (exit 2) within seconds
+(`benchgate.workloads.training.check_training_step`), so a broken contract is refused (exit 2) within seconds
 instead of after the benchmark.
 """
 
@@ -40,13 +40,13 @@ from torch import nn
 
 from benchgate.config import shown
 from benchgate.errors import WorkloadError
-from benchgate.flops import ModelShape, flops_per_token_6nd, flops_per_token_attention
+from benchgate.workloads.flops import ModelShape, flops_per_token_6nd, flops_per_token_attention
 
 # `name` becomes a directory of the baseline store and a value in MLflow filter strings: nothing that
 # could climb out of a directory or close a quoted string.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 MAX_NAME_LENGTH = 100
-VOCAB_SIZE = 256  # the eval's byte tokens (benchgate.shard)
+VOCAB_SIZE = 256  # the eval's byte tokens (benchgate.workloads.shard)
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchgate.flops import ModelShape
-from benchgate.shard import VOCAB_SIZE, load_shard, sample_windows
 from benchgate.workloads.base import FlopsPerToken
+from benchgate.workloads.flops import ModelShape
+from benchgate.workloads.shard import VOCAB_SIZE, load_shard, sample_windows
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,99 @@
+"""The A/B stage: where the screen could not decide (or FAILed), interleaved A/B rounds between the base
+commit and this one decide again, and their rows replace the screen's in compare.json.
+
+A stage is a function from files to files in one result directory (see the package docstring).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from benchgate.ab.rows import apply_ab, apply_ab_scaling, undecided_world_sizes
+from benchgate.ab.runner import AB_FILE, RoundCallback, Side, run_ab
+from benchgate.checks.stage import write_comparison
+from benchgate.config import RunConfig
+from benchgate.kit.files import read_json
+from benchgate.measure import fingerprint
+from benchgate.results.bundle import Bundle, load_bundle
+from benchgate.results.comparison import Comparison, load_comparison
+from benchgate.results.figures import mean_step_time
+from benchgate.store.baseline import find_baseline
+
+
+def worlds_for_ab(
+    comparison: Comparison, baseline: Bundle | None, base_available: bool, explicit_base: bool = False
+) -> list[int]:
+    """World sizes an A/B run must decide: those the screen did not PASS, when the base code exists.
+
+    An explicit base (`--base`, the pipeline's base_commit) decides rows without a stored baseline too:
+    on a fresh CI runner with an empty store, A/B against the base commit is the only timing test."""
+    if not base_available or (baseline is None and not explicit_base):
+        return []
+    return undecided_world_sizes(comparison, include_new=explicit_base)
+
+
+def ab_base_commit(env: dict[str, Any], baseline: Bundle | None) -> str:
+    """The base code for A/B: the run's explicit base commit, else the baseline run's commit when the
+    run's repository has it and it is not the candidate itself; "" when there is none to check out.
+
+    A local run's repository is the one it runs in (`benchgate run` passes it): its candidate is the
+    working tree, so the baseline's own commit is a base too when the tree has changed since."""
+    from benchgate.measure.source import has_commit
+
+    explicit = (env.get("base") or {}).get("commit", "")
+    if explicit:
+        return str(explicit)
+    source = env.get("source") or {}
+    repository = source.get("repository", "")
+    recorded = (baseline.env.get("git", {}) if baseline is not None else {}).get("commit") or ""
+    if repository and recorded and recorded != source.get("commit") and has_commit(repository, recorded):
+        return str(recorded)
+    return ""
+
+
+def stage_ab(
+    config: RunConfig,
+    run_dir: Path,
+    world_sizes: list[int],
+    base: Side,
+    candidate: Side,
+    on_round: RoundCallback | None = None,
+    resume: bool = False,
+) -> Comparison:
+    """Decide `world_sizes` by interleaved A/B of `base` and `candidate` (into run_dir/ab/).
+
+    Each A/B decision replaces the screen's row; rewrites compare.json and compare.md in `run_dir`.
+    `resume`: continue the undecided rounds saved in run_dir/ab/ws<N>/ab.json.
+    """
+    comparison = load_comparison(run_dir / "compare.json")
+    current = load_bundle(run_dir)
+    # The device count the run was captured with (as the bench tasks use), not a second probe.
+    gpus = current.env.get("gpu", {}).get("count")
+    unseen = fingerprints_unseen_by_ab(config, current)
+    outcomes: dict[int, dict[str, Any]] = {}
+    for ws in world_sizes:
+        metrics = current.metrics.get(ws)
+        step_s = mean_step_time(metrics["samples"]["step_time_s"]) if metrics else None
+        outcome = run_ab(config, ws, run_dir, base, candidate, gpus, on_round, step_s, resume)
+        outcomes[ws] = outcome.to_dict(base, candidate)
+        comparison = apply_ab(comparison, outcomes[ws], config.gate.tolerances, config.gate.ab, unseen)
+    # Every A/B of this run, earlier tasks' included: the efficiency row needs both world sizes.
+    for path in sorted(run_dir.glob(f"ab/ws*/{AB_FILE}")):
+        saved = read_json(path)
+        outcomes.setdefault(int(saved["world_size"]), saved)
+    comparison = apply_ab_scaling(comparison, outcomes, config.gate.tolerances)
+    write_comparison(run_dir, comparison)
+    return comparison
+
+
+def fingerprints_unseen_by_ab(config: RunConfig, current: Bundle) -> list[str]:
+    """What differs between the stored baseline run and this one that both A/B sides share (benchgate,
+    the installed packages, the bench configuration): a change there is invisible to A/B."""
+    workload = current.workload
+    baseline = (
+        find_baseline(config.gate.baseline_dir, current.machine_profile, workload) if workload else None
+    )
+    if baseline is None:
+        return []
+    return fingerprint.differing(baseline.env.get("fingerprints"), current.env.get("fingerprints"))

@@ -1,0 +1,338 @@
+"""Baseline vs current: one Check row per metric, and a verdict CI can act on.
+
+Timing is one row per world size ("tokens/s (ws=N)": step time and tokens/s are the same samples). It is
+decided by the stored-baseline screen (checks/screen.py): run-level figures judged by the run-to-run
+noise measured over the profile's earlier baselines; FAIL or PASS only with confidence, else UNKNOWN.
+Where the base code can be checked out, a row the screen did not PASS is decided again by interleaved
+A/B (ab/decision.py); `ab/rows.py` turns those decisions into rows.
+A run of the baseline's own commit from a clean tree with the same fingerprints is unchanged code:
+its timing rows PASS as such (decided_by "unchanged"), and it may enter the noise history.
+Memory and scaling efficiency use plain thresholds (WARN); eval numbers are deterministic, so a change
+beyond tolerance is real and FAILs. The loss slope is checked on the current run alone: a loss that
+rises significantly over the measured window FAILs even without a baseline.
+Runs that measured different things (device, precision, tokens per step, threads) are refused
+(comparable.py), never judged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from benchgate.checks import scaling, screen
+from benchgate.checks.comparable import check_comparable
+from benchgate.config import Tolerances
+from benchgate.kit import stats
+from benchgate.measure import fingerprint
+from benchgate.results.bundle import Bundle
+from benchgate.results.comparison import SCALING, TIMING, Check, Comparison, Status, load_comparison
+from benchgate.results.figures import run_rate, scaling_efficiency
+
+# The comparison's data types live in `comparison`; callers may import them from here too.
+__all__ = [
+    "TIMING",
+    "Check",
+    "Comparison",
+    "compare",
+    "load_comparison",
+    "scaling_efficiency",
+    "scaling_row",
+    "unchanged_code",
+    "without_reachable_baseline",
+]
+
+
+def unchanged_code(baseline: Bundle | None, current: Bundle) -> bool:
+    """The current run measured the baseline's own code: the same commit from a clean tree, with the same
+    fingerprints (benchgate, packages, configuration). Any timing difference is then run-to-run noise."""
+    if baseline is None:
+        return False
+    base_git, cur_git = baseline.env.get("git", {}), current.env.get("git", {})
+    base_prints, cur_prints = baseline.env.get("fingerprints"), current.env.get("fingerprints")
+    known = set(fingerprint.NAMES)
+    return bool(
+        cur_git.get("commit")
+        and cur_git.get("commit") == base_git.get("commit")
+        and cur_git.get("dirty") is False
+        and base_git.get("dirty") is False
+        and isinstance(base_prints, dict)
+        and isinstance(cur_prints, dict)
+        and known <= set(base_prints) & set(cur_prints)  # unknown is not "the same"
+        and not fingerprint.differing(base_prints, cur_prints)
+    )
+
+
+def _timing_check(
+    ws: int,
+    base: dict[str, Any],
+    cur: dict[str, Any],
+    tol: Tolerances,
+    history: Bundle,
+    unchanged: bool = False,
+) -> Check:
+    result = screen.screen(
+        base["samples"],
+        cur["samples"],
+        history.history_figures(ws),
+        tol.throughput_drop_pct,
+        tol.confidence,
+    )
+    base_rate = run_rate(base)
+    cur_rate = run_rate(cur)
+    notes = [result.reason, f"decided on the {result.figure} over {result.history_runs} earlier runs"]
+    status, decided_by = result.status, "screen"
+    if unchanged:
+        notes.insert(0, f"the baseline's own commit and setup: unchanged code (screen: {result.status})")
+        status, decided_by = "PASS", "unchanged"
+    if result.noise_pct is not None:
+        notes.append(f"run-to-run noise {result.noise_pct:.1f}%")
+    if result.host_change_pct is not None:
+        raw = stats.relative_change_pct(base_rate, cur_rate)
+        host = result.host_change_pct
+        notes.append(f"raw {raw:+.1f}%, drift-reference kernel time {host:+.1f}% (the host)")
+    return Check(
+        name=f"tokens/s (ws={ws})",
+        unit="tok/s",
+        current=cur_rate,
+        baseline=base_rate,
+        change=result.change_pct,
+        ci_low=result.ci_low_pct,
+        ci_high=result.ci_high_pct,
+        rule=screen.rule_text(tol.throughput_drop_pct, tol.confidence),
+        status=status,
+        note="; ".join(notes),
+        metric=TIMING,
+        world_size=ws,
+        decided_by=decided_by,
+    )
+
+
+def _threshold_check(
+    name: str,
+    unit: str,
+    base: float,
+    cur: float,
+    limit: float,
+    status_beyond: Status,
+    rule: str,
+    points: bool = False,
+    higher_is_better: bool = False,
+) -> Check:
+    change = cur - base if points else stats.relative_change_pct(base, cur)
+    worse_by = -change if higher_is_better else change
+    return Check(
+        name=name,
+        unit=unit,
+        current=cur,
+        baseline=base,
+        change=change,
+        change_unit="pts" if points else "%",
+        rule=rule,
+        status=status_beyond if worse_by > limit else "PASS",
+    )
+
+
+def _loss_slope_check(
+    ws: int, metrics: dict[str, Any], baseline: dict[str, Any] | None, tol: Tolerances
+) -> Check:
+    fit = stats.linear_slope(metrics["samples"]["loss"], confidence=tol.confidence)
+    base_slope = None
+    if baseline is not None:
+        base_slope = stats.linear_slope(baseline["samples"]["loss"], confidence=tol.confidence).slope
+    rising = fit.ci_low > tol.loss_slope_max
+    return Check(
+        name=f"loss slope (ws={ws})",
+        unit="nats/step",
+        current=fit.slope,
+        baseline=base_slope,
+        change_unit="",
+        ci_low=fit.ci_low,
+        ci_high=fit.ci_high,
+        rule=f"FAIL if slope > {tol.loss_slope_max:g} with {tol.confidence:.0%} confidence",
+        status="FAIL" if rising else "PASS",
+        note="loss rises over the measured window" if rising else "",
+    )
+
+
+def without_reachable_baseline(comparison: Comparison, why: str) -> Comparison:
+    """No baseline in the store, and MLflow (which may hold one) unreachable: rows that would read NEW
+    (nothing to compare with, as on a profile's first run) read UNKNOWN instead. A first run and a
+    run that merely cannot see its baseline look alike here, and only the first may pass unjudged."""
+    note = f"no baseline here, and MLflow is unreachable ({why}): one may exist there"
+    checks = [
+        replace(c, status="UNKNOWN", note="; ".join(filter(None, [c.note, "baseline unreachable"])))
+        if c.status == "NEW"
+        else c
+        for c in comparison.checks
+    ]
+    return replace(comparison, checks=checks, notes=[*comparison.notes, note])
+
+
+def compare(baseline: Bundle | None, current: Bundle, tol: Tolerances) -> Comparison:
+    notes = check_comparable(baseline, current) if baseline is not None else []
+    result = Comparison(current.machine_profile, current.workload, str(baseline.path) if baseline else None)
+    result.notes.extend(notes)
+    if baseline is None:
+        result.notes.append(
+            f"no baseline for machine profile {current.machine_profile!r} and workload {current.workload!r}: "
+            "nothing to compare against; only checks that need no baseline are gated"
+        )
+    unchanged = unchanged_code(baseline, current)
+    for ws, cur in sorted(current.metrics.items()):
+        base = baseline.metrics.get(ws) if baseline else None
+        result.checks.extend(_bench_checks(ws, base, cur, tol, baseline, unchanged))
+    result.checks.extend(_scaling_checks(baseline, current, tol))
+    result.checks.extend(_eval_checks(baseline, current, tol, result.notes))
+    return result
+
+
+def _bench_checks(
+    ws: int,
+    base: dict[str, Any] | None,
+    cur: dict[str, Any],
+    tol: Tolerances,
+    history: Bundle | None,
+    unchanged: bool = False,
+) -> list[Check]:
+    samples = cur["samples"]
+    checks = []
+    if base is None or history is None:
+        rate = run_rate(cur)
+        note = "no baseline at this world size"
+        checks.append(
+            Check(f"tokens/s (ws={ws})", "tok/s", rate, status="NEW", note=note, metric=TIMING, world_size=ws)
+        )
+        checks.append(
+            Check(f"peak memory (ws={ws})", "MiB", cur["memory"]["peak_bytes"] / 2**20, status="NEW")
+        )
+    else:
+        checks.append(_timing_check(ws, base, cur, tol, history, unchanged))
+        checks.append(
+            _threshold_check(
+                f"peak memory (ws={ws})",
+                "MiB",
+                base["memory"]["peak_bytes"] / 2**20,
+                cur["memory"]["peak_bytes"] / 2**20,
+                tol.memory_increase_pct,
+                "WARN",
+                f"WARN if increase > {tol.memory_increase_pct:g}%",
+            )
+        )
+    for estimator in ("dense_6n", "attention_aware"):
+        value = cur.get("mfu", {}).get(estimator)
+        if value is not None:
+            base_value = (base or {}).get("mfu", {}).get(estimator)
+            checks.append(
+                Check(
+                    f"MFU {estimator} (ws={ws})",
+                    "%",
+                    100 * value,
+                    baseline=None if base_value is None else 100 * base_value,
+                    status="INFO",
+                    note="derived from tokens/s",
+                )
+            )
+    if len(samples["loss"]) >= 3:
+        checks.append(_loss_slope_check(ws, cur, base, tol))
+    return checks
+
+
+def _history_efficiencies(baseline: Bundle, n: int) -> list[float]:
+    """Scaling efficiency of each earlier baseline run: mean step time at ws=1 over that at ws=N (the
+    global tokens per step at N are N times those at 1)."""
+    one, many = baseline.history_figures(1), baseline.history_figures(n)
+    return (
+        [
+            a["mean_step_time_s"] / b["mean_step_time_s"]
+            for a, b in zip(one, many, strict=False)
+            if a.get("mean_step_time_s") and b.get("mean_step_time_s")
+        ]
+        if len(one) == len(many)
+        else []
+    )
+
+
+def scaling_row(
+    name: str, efficiency: float, base_efficiency: float, result: scaling.ScalingResult, tol: Tolerances
+) -> Check:
+    return Check(
+        name,
+        "%",
+        100 * efficiency,
+        baseline=100 * base_efficiency,
+        change=result.change_pts,
+        change_unit="pts",
+        ci_low=result.ci_low_pts,
+        ci_high=result.ci_high_pts,
+        rule=scaling.rule_text(tol.scaling_efficiency_drop_points, tol.confidence),
+        status=result.status,
+        note=result.how,
+        metric=SCALING,
+    )
+
+
+def _scaling_checks(baseline: Bundle | None, current: Bundle, tol: Tolerances) -> list[Check]:
+    cur = scaling_efficiency(current.metrics)
+    if cur is None:
+        return []
+    n, efficiency = cur
+    name = f"scaling efficiency (1->{n})"
+    base = scaling_efficiency(baseline.metrics) if baseline else None
+    if base is None or base[0] != n or baseline is None:
+        return [Check(name, "%", 100 * efficiency, status="NEW", metric=SCALING)]
+    result = scaling.from_history(
+        base[1],
+        efficiency,
+        _history_efficiencies(baseline, n),
+        tol.scaling_efficiency_drop_points,
+        tol.confidence,
+    )
+    return [scaling_row(name, efficiency, base[1], result, tol)]
+
+
+def _eval_checks(baseline: Bundle | None, current: Bundle, tol: Tolerances, notes: list[str]) -> list[Check]:
+    cur = current.eval
+    if cur is None or "skipped" in cur:
+        return []
+    base = baseline.eval if baseline else None
+    same_run = base is not None and all(base.get(k) == cur.get(k) for k in ("settings", "device"))
+    if base is not None and ("skipped" in base or not same_run):
+        notes.append(
+            "eval settings or device differ from the baseline's (or it has no eval): eval not compared"
+        )
+        base = None
+    checks = []
+    if base is None:
+        checks.append(Check("perplexity (held-out)", "", cur["perplexity"], status="NEW"))
+    else:
+        checks.append(
+            _threshold_check(
+                "perplexity (held-out)",
+                "",
+                base["perplexity"],
+                cur["perplexity"],
+                tol.perplexity_increase_pct,
+                "FAIL",
+                f"FAIL if increase > {tol.perplexity_increase_pct:g}% (deterministic)",
+            )
+        )
+    for probe, outcome in sorted(cur["probes"].items()):
+        name = f"probe {probe} accuracy"
+        base_probe = base["probes"].get(probe) if base else None
+        if base_probe is None:
+            checks.append(Check(name, "%", outcome["accuracy_pct"], status="NEW"))
+            continue
+        checks.append(
+            _threshold_check(
+                name,
+                "%",
+                base_probe["accuracy_pct"],
+                outcome["accuracy_pct"],
+                tol.probe_accuracy_drop_points,
+                "FAIL",
+                f"FAIL if drop > {tol.probe_accuracy_drop_points:g} pts",
+                points=True,
+                higher_is_better=True,
+            )
+        )
+    return checks

@@ -1,0 +1,144 @@
+"""What to do next: the actions that decide an UNKNOWN verdict, and where a FAIL's detail lives.
+
+A verdict's rule says how it was decided; a reader of an UNKNOWN also needs what would decide it. Every
+way a row becomes UNKNOWN has its own answer:
+
+    the screen could not decide, no A/B ran      (checks/screen.py: noise unknown with fewer than
+                                                 MIN_HISTORY earlier runs, an interval straddling the
+                                                 tolerance, or a drift-corrected PASS the raw figure does
+                                                 not share; no base code to check out)
+                                                 -> A/B against the base: `benchgate run --base REF`
+    A/B ran out of budget                        (ab/decision.py: gate.ab.max_rounds, or the time budget
+                                                 gate.ab.max_seconds) -> `benchgate run --resume DIR`,
+                                                 with a larger [gate.ab] budget in a --config file
+    A/B said PASS where it cannot see the change (ab/rows.apply_ab: the run's fingerprints differ from
+                                                 the baseline run's; both A/B sides share this run's)
+                                                 -> re-measure the baseline with this setup
+    no baseline here and MLflow unreachable      (compare.without_reachable_baseline: rows that would
+                                                 be NEW) -> fix the connection, or `--no-tracking`
+
+The rows are recognised by the words their producers write (decided_by, the reasons' config keys, the
+notes); tests/unit/test_next_steps.py builds each row with those producers, so a reworded note breaks
+a test, not the advice. Pure: no file or network is read; `out_dir` only names the run's directory.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from benchgate.results.comparison import TIMING, Check, Comparison
+
+# The notes and reasons that name a cause (see the module docstring for who writes each).
+UNREACHABLE_NOTE = "baseline unreachable"  # compare.without_reachable_baseline, on each row
+UNSEEN_NOTE = "A/B cannot see this change"  # fingerprint.describe, first in an A/B row's note
+ROUNDS_BUDGET = "gate.ab.max_rounds"  # ab/decision.decide's reasons
+SECONDS_BUDGET = "gate.ab.max_seconds"
+# The base a reader most likely means; any git ref of the repository works.
+DEFAULT_BASE = "origin/main"
+
+_ROUNDS = re.compile(r"(\d+) rounds")
+_UNSEEN = re.compile(r"the baseline run had (.+?); re-measure")
+
+
+def next_steps(comparison: Comparison, out_dir: Path | None) -> list[str]:
+    """The actions that would decide this comparison's UNKNOWN rows, most decisive first, one sentence
+    each with the command to type; for a FAIL, where its detail lives; nothing for PASS or WARN.
+
+    `out_dir`: the run's result directory, named in commands (`--resume DIR`); None writes DIR."""
+    where = str(out_dir) if out_dir is not None else "DIR"
+    if comparison.verdict == "FAIL":
+        return _fail_steps(comparison, where)
+    if comparison.verdict != "UNKNOWN":
+        return []
+    unknown = [c for c in comparison.checks if c.status == "UNKNOWN"]
+    steps: list[str] = []
+    if any(UNREACHABLE_NOTE in c.note for c in unknown):
+        steps.append(_unreachable_step())
+    unseen = [c for c in unknown if c.decided_by == "ab" and UNSEEN_NOTE in c.note]
+    if unseen:
+        steps.append(_unseen_step(unseen))
+    out_of_budget = [c for c in unknown if c.decided_by == "ab" and c not in unseen]
+    if out_of_budget:
+        steps.append(_resume_step(out_of_budget, where))
+    # A screened row, not one that merely lacks a baseline (those read UNKNOWN for the step above).
+    screened = [
+        c
+        for c in unknown
+        if c.metric == TIMING and c.decided_by in ("screen", "") and UNREACHABLE_NOTE not in c.note
+    ]
+    if screened:
+        steps.append(_base_step(screened))
+    return steps
+
+
+def _sizes(checks: list[Check]) -> str:
+    sizes = sorted({c.world_size for c in checks if c.world_size is not None})
+    return f" (ws={','.join(map(str, sizes))})" if sizes else ""
+
+
+def _unreachable_step() -> str:
+    return (
+        "MLflow is unreachable and no baseline is cached here, but MLflow may hold this profile's "
+        "baseline: fix the connection (--tracking-uri or MLFLOW_TRACKING_URI) and run again; or, if this "
+        "profile has no baseline yet, run with `--no-tracking` (rows read NEW) or decide the timing by "
+        f"A/B with `benchgate run --base {DEFAULT_BASE}`"
+    )
+
+
+def _unseen_step(rows: list[Check]) -> str:
+    found = _UNSEEN.search(rows[0].note)
+    changed = f" (it had {found.group(1)})" if found else ""
+    return (
+        f"A/B cannot decide the timing{_sizes(rows)}: both of its sides ran this run's setup, which "
+        f"differs from the baseline run's{changed}; re-measure the baseline with this setup (run the "
+        "base code with `benchgate run --update-baseline`), then run this change again"
+    )
+
+
+def _resume_step(rows: list[Check], where: str) -> str:
+    notes = " ".join(c.note for c in rows)
+    if SECONDS_BUDGET in notes:
+        budget = "max_seconds"
+        larger = "a larger `[gate.ab] max_seconds` (the time budget per world size that ran out)"
+    else:
+        budget = "max_rounds"
+        done = max((int(n) for c in rows for n in _ROUNDS.findall(c.note)), default=0)
+        above = f" above {done}" if done else ""
+        larger = f"`[gate.ab] max_rounds`{above} (the round budget that ran out)"
+    return (
+        f"the A/B{_sizes(rows)} ran out of its budget (gate.ab.{budget}) before deciding: continue from "
+        f"its saved rounds with `benchgate run --resume {where}`, adding `--config FILE` where FILE sets "
+        f"{larger}"
+    )
+
+
+def _base_step(rows: list[Check]) -> str:
+    notes = " ".join(c.note for c in rows)
+    why = (
+        "the run-to-run noise is not known yet"
+        if "noise unknown" in notes
+        else "the screen against the stored baseline could not decide"
+    )
+    return (
+        f"{why}{_sizes(rows)} and no A/B ran (no base code to check out): decide it by A/B against the "
+        f"base code with `benchgate run --base {DEFAULT_BASE}` (on a cluster: "
+        "`benchgate submit --param base_commit=SHA`)"
+    )
+
+
+def _fail_steps(comparison: Comparison, where: str) -> list[str]:
+    failed = [c for c in comparison.checks if c.status == "FAIL"]
+    by_ab = [c for c in failed if c.metric == TIMING and c.decided_by == "ab"]
+    if by_ab:
+        ws = by_ab[0].world_size
+        return [
+            f"the A/B rounds behind the FAIL are in {where}/ab/ws{ws}/ab.json; report.html shows them "
+            "(and the trace, where recorded, shows which steps slowed)"
+        ]
+    if any(c.metric == TIMING and c.decided_by == "screen" for c in failed):
+        return [
+            "the stored-baseline screen decided this FAIL; confirm it side by side with "
+            f"`benchgate run --base {DEFAULT_BASE}`"
+        ]
+    return []

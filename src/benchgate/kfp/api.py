@@ -1,0 +1,191 @@
+"""The KFP API as benchgate uses it: the connection from the environment (KFP_HOST, KFP_TOKEN, the
+in-cluster service-account token), a preflight that tells "unreachable" from "refused", and the few
+kfp.Client calls that submit and the controller make, with KFP's errors turned into benchgate's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import json
+import re
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from benchgate.errors import ConfigError, RunFailedError
+
+DEFAULT_SA_TOKEN_PATH = "/var/run/secrets/kubeflow/pipelines/token"
+ATTEMPT_SUFFIX = "-attempt-"
+CONNECT_TIMEOUT_S = 10.0
+
+
+class KfpRefused(ConfigError):
+    """KFP refused the credentials (HTTP 401/403)."""
+
+
+class KfpRejected(ConfigError):
+    """KFP rejected the request as invalid (HTTP 4xx other than auth, not-found and throttling)."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    host: str
+    token: str | None
+    ui: str
+
+    def run_url(self, run_id: str) -> str:
+        return f"{self.ui.rstrip('/')}/#/runs/details/{run_id}"
+
+
+def connection_from_env(environ: Mapping[str, str]) -> Connection:
+    host = environ.get("KFP_HOST", "").strip()
+    if not host:
+        raise ConfigError(
+            "KFP_HOST: not set (expected the KFP API endpoint, e.g. https://kfp.example.com/pipeline)"
+        )
+    if not host.startswith(("http://", "https://")):
+        raise ConfigError(f"KFP_HOST: got {host!r} (expected an http:// or https:// URL)")
+    token = environ.get("KFP_TOKEN") or None
+    token_path = Path(environ.get("KF_PIPELINES_SA_TOKEN_PATH", DEFAULT_SA_TOKEN_PATH))
+    if token is None and token_path.is_file():
+        token = token_path.read_text(encoding="utf-8").strip() or None
+    return Connection(host.rstrip("/"), token, environ.get("KF_PIPELINES_UI_ENDPOINT") or host)
+
+
+def attempt_number(base: str, name: str) -> int | None:
+    """Which attempt of `base` the run `name` is; None for a run of another name."""
+    match = re.fullmatch(re.escape(base) + rf"(?:{ATTEMPT_SUFFIX}([1-9][0-9]*))?", name)
+    if match is None or match[1] == "1":  # attempt 1 is the plain name; "-attempt-1" is not ours
+        return None
+    return int(match[1] or 1)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    number: int
+    name: str
+    run_id: str
+    state: str
+
+
+def _headers(conn: Connection) -> dict[str, str]:
+    return {"Authorization": f"Bearer {conn.token}"} if conn.token else {}
+
+
+def preflight(conn: Connection) -> None:
+    """One cheap call before anything else, to tell 'unreachable' from 'refused' in plain words."""
+    url = f"{conn.host}/apis/v2beta1/healthz"
+    try:
+        response = requests.get(url, headers=_headers(conn), timeout=CONNECT_TIMEOUT_S)
+    except requests.RequestException as e:
+        raise RunFailedError(f"KFP_HOST: cannot reach {conn.host} ({type(e).__name__}: {e})") from None
+    _raise_for_status(response.status_code, response.text, conn)
+
+
+def _raise_for_status(status: int, body: str, conn: Connection) -> None:
+    if status in (401, 403):
+        which = "KFP_TOKEN" if conn.token else "no token (set KFP_TOKEN)"
+        raise KfpRefused(f"KFP at {conn.host} refused the credentials: HTTP {status} with {which}")
+    if 400 <= status < 500 and status not in (404, 408, 429):
+        # The request itself is wrong (a parameter KFP rejects): retrying cannot help.
+        raise KfpRejected(f"KFP at {conn.host} rejected the request: HTTP {status}: {body[:300]}")
+    if status >= 400:
+        raise RunFailedError(f"KFP at {conn.host} answered HTTP {status}: {body[:300]}")
+
+
+class KfpApi:
+    """The few kfp.Client calls submit needs, with KFP's errors turned into benchgate's."""
+
+    def __init__(self, conn: Connection) -> None:
+        import kfp
+
+        self.conn = conn
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore", FutureWarning)  # "only works with KFP v2.0.0-beta.2 and later"
+            self.client = self._call(
+                lambda: kfp.Client(host=conn.host, existing_token=conn.token), quiet=True
+            )
+
+    def _call(self, fn: Callable[[], Any], quiet: bool = False) -> Any:
+        """Run one client call with KFP's errors turned into benchgate's. `quiet` silences the calls
+        that print links of their own (redirecting stdout swaps it for the whole process, so only those
+        calls, which happen once per client, do it)."""
+        from kfp_server_api.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            if quiet:
+                with contextlib.redirect_stdout(io.StringIO()):  # kfp prints its links; we print ours
+                    return fn()
+            return fn()
+        except ApiException as e:
+            _raise_for_status(int(e.status or 0), str(e.body or e.reason), self.conn)
+            raise RunFailedError(f"KFP at {self.conn.host}: {e.reason}") from None
+        except HTTPError as e:
+            raise RunFailedError(f"KFP_HOST: lost connection to {self.conn.host} ({e})") from None
+
+    def experiment_id(self, name: str) -> str:
+        return str(self._call(lambda: self.client.create_experiment(name), quiet=True).experiment_id)
+
+    def find_run(self, experiment_id: str, run_name: str) -> str | None:
+        name_filter = json.dumps(
+            {"predicates": [{"operation": "EQUALS", "key": "display_name", "stringValue": run_name}]}
+        )
+        found = self._call(
+            lambda: self.client.list_runs(experiment_id=experiment_id, filter=name_filter, page_size=10)
+        )
+        runs = [r for r in (found.runs or []) if r.display_name == run_name]
+        return str(runs[0].run_id) if runs else None
+
+    def latest_attempt(self, experiment_id: str, base: str) -> Attempt | None:
+        """The attempt of run `base` with the highest number in the experiment, None before the first.
+        One listing of every run whose name contains `base` (page by page), filtered to its attempts."""
+        name_filter = json.dumps(
+            {"predicates": [{"operation": "IS_SUBSTRING", "key": "display_name", "stringValue": base}]}
+        )
+        query = {"page_size": 100, "experiment_id": experiment_id, "filter": name_filter}
+        found: list[Attempt] = []
+        page_token = ""
+        while True:
+            page = self._call(functools.partial(self.client.list_runs, page_token=page_token, **query))
+            for run in page.runs or []:
+                number = attempt_number(base, str(run.display_name or ""))
+                if number is not None:
+                    found.append(Attempt(number, run.display_name, str(run.run_id), run.state or "PENDING"))
+            page_token = page.next_page_token or ""
+            if not page_token:
+                break
+        return max(found, key=lambda a: (a.number, a.run_id), default=None)
+
+    def create_run(
+        self, pipeline_spec: dict[str, Any], arguments: dict[str, Any], run_name: str, experiment_id: str
+    ) -> str:
+        """Create a run of an already loaded pipeline (`load_package`) through the generated v2beta1 API:
+        what `create_run_from_pipeline_package` sends, without parsing the package again per run."""
+        import kfp_server_api
+
+        body = kfp_server_api.V2beta1Run(
+            experiment_id=experiment_id,
+            display_name=run_name,
+            pipeline_spec=pipeline_spec,
+            runtime_config=kfp_server_api.V2beta1RuntimeConfig(parameters=arguments),
+        )
+        result = self._call(lambda: self.client.runs.run_service_create_run(run=body))
+        return str(result.run_id)
+
+    def terminate_run(self, run_id: str) -> None:
+        self._call(lambda: self.client.terminate_run(run_id))
+
+    def run_state(self, run_id: str) -> tuple[str, list[tuple[str, str]]]:
+        run = self._call(lambda: self.client.get_run(run_id))
+        details = getattr(run, "run_details", None)
+        tasks = [
+            (t.display_name or "", t.state or "") for t in (getattr(details, "task_details", None) or [])
+        ]
+        return str(run.state or "PENDING"), tasks

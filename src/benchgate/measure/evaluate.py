@@ -1,0 +1,157 @@
+"""Deterministic eval on the bundled shard: a short fixed-seed training run, then perplexity and probes.
+
+Determinism: fixed seeds, greedy decoding, a fixed byte tokenizer, fp32, deterministic algorithms and,
+on CPU, a fixed thread count (`eval.threads`, not the machine's core count): the same code and inputs
+give the same numbers bit for bit on the same kind of CPU. On a GPU host the eval runs on the GPU (a
+GPT-2-sized model would take minutes on the host CPU) with cuBLAS's deterministic workspace and TF32
+off, so it repeats on the same GPU model, which the machine profile pins. Every setting that changes
+the numbers is written into eval.json, and compare only compares evals with equal settings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from benchgate.config import EvalConfig, RunConfig
+from benchgate.errors import ConfigError, RunFailedError
+from benchgate.kit.files import write_json
+from benchgate.workloads.base import Workload, load_workload, missing_eval_hook
+from benchgate.workloads.shard import Probe, Shard, decode, encode, load_shard, sample_windows
+from benchgate.workloads.training import resolve_device
+
+
+@contextlib.contextmanager
+def deterministic_torch(n_threads: int) -> Iterator[None]:
+    threads = torch.get_num_threads()
+    was_deterministic = torch.are_deterministic_algorithms_enabled()
+    was_tf32 = torch.backends.cuda.matmul.allow_tf32
+    # cuBLAS reads this when it creates its handle; without it deterministic mode rejects GPU matmuls.
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.set_num_threads(n_threads)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(was_deterministic)
+        torch.backends.cuda.matmul.allow_tf32 = was_tf32
+
+
+def _logits(workload: Workload, model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    return workload.logits(model, tokens)  # type: ignore[attr-defined,no-any-return]
+
+
+def train_on_shard(
+    workload: Workload, shard: Shard, settings: EvalConfig, device: torch.device
+) -> tuple[nn.Module, list[float]]:
+    torch.manual_seed(settings.seed)
+    model = workload.build_model(device)
+    optimizer = workload.make_optimizer(model)
+    generator = torch.Generator().manual_seed(settings.seed)
+    losses = []
+    for step in range(settings.train_steps):
+        batch = sample_windows(shard.train, settings.batch_size, settings.seq_len + 1, generator).to(device)
+        logits = _logits(workload, model, batch[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+        if not torch.isfinite(loss):
+            raise RunFailedError(f"eval: training loss is {loss.item()} at step {step}")
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    return model, losses
+
+
+@torch.no_grad()
+def heldout_perplexity(
+    workload: Workload, model: nn.Module, tokens: torch.Tensor, seq_len: int
+) -> tuple[float, int]:
+    """Byte-level perplexity over non-overlapping windows of the held-out part."""
+    device = next(model.parameters()).device
+    tokens = tokens.to(device)
+    total_nll, count = 0.0, 0
+    for start in range(0, tokens.numel() - 1, seq_len):
+        chunk = tokens[start : start + seq_len + 1]
+        if chunk.numel() < 2:
+            break
+        logits = _logits(workload, model, chunk[:-1].unsqueeze(0))
+        nll = F.cross_entropy(logits[0], chunk[1:], reduction="sum")
+        total_nll += float(nll)
+        count += chunk.numel() - 1
+    return math.exp(total_nll / count), count
+
+
+@torch.no_grad()
+def greedy_complete(workload: Workload, model: nn.Module, prompt: str, n_bytes: int, seq_len: int) -> str:
+    # Probes start a line, as every sentence in the shard does.
+    tokens = encode("\n" + prompt).to(next(model.parameters()).device)
+    for _ in range(n_bytes):
+        logits = _logits(workload, model, tokens[-seq_len:].unsqueeze(0))
+        tokens = torch.cat([tokens, logits[0, -1].argmax().view(1)])
+    return decode(tokens[-n_bytes:])
+
+
+def run_probes(
+    workload: Workload, model: nn.Module, probes: dict[str, list[Probe]], seq_len: int
+) -> dict[str, Any]:
+    results = {}
+    for name, items in probes.items():
+        outputs = [greedy_complete(workload, model, p.prompt, len(p.target.encode()), seq_len) for p in items]
+        correct = sum(o == p.target for o, p in zip(outputs, items, strict=True))
+        results[name] = {
+            "accuracy_pct": 100.0 * correct / len(items),
+            "correct": correct,
+            "total": len(items),
+            "outputs": outputs,
+        }
+    return results
+
+
+def run_eval(config: RunConfig, out: Path) -> dict[str, Any]:
+    """The eval stage: writes eval.json (skipped, with the reason, when the workload has no eval hook)."""
+    workload = load_workload(config.bench.workload, dict(config.bench.workload_args))
+    result: dict[str, Any] = {"schema_version": 1, "stage": "eval", "workload": workload.name}
+    missing = missing_eval_hook(workload)
+    if missing is not None:
+        # Said in eval.json and, from there, in the comparison's notes and the terminal (stages).
+        result["skipped"] = missing
+        write_json(out, result)
+        return result
+    settings = config.eval
+    if settings.seq_len > workload.eval_seq_len:  # type: ignore[attr-defined]
+        raise ConfigError(
+            f"eval.seq_len: got {settings.seq_len}, but workload {workload.name} accepts at most "
+            f"{workload.eval_seq_len} tokens"  # type: ignore[attr-defined]
+        )
+    device = resolve_device(config.bench.device)
+    started = time.perf_counter()
+    shard = load_shard()
+    with deterministic_torch(settings.threads):
+        model, losses = train_on_shard(workload, shard, settings, device)
+        model.eval()
+        perplexity, n_tokens = heldout_perplexity(workload, model, shard.heldout, settings.seq_len)
+        probes = run_probes(workload, model, shard.probes, settings.seq_len)
+    result.update(
+        {
+            "settings": settings.model_dump(mode="json"),
+            "device": str(device),
+            "final_train_loss": losses[-1],
+            "perplexity": perplexity,
+            "heldout_tokens": n_tokens,
+            "probes": probes,
+            "wall_s": time.perf_counter() - started,
+        }
+    )
+    write_json(out, result)
+    return result

@@ -1,0 +1,235 @@
+"""Launch `torchrun -m benchgate.measure.bench` for one world size; its outcome as files or a clear error.
+
+torchrun's own output goes to a log file; rank 0's progress lines drive a callback. A run that outlives
+`bench.run_timeout_s` is killed with its whole process group. When torchrun fails, the ranks' error
+files name the root cause: the earliest error wins, and ranks that wrote none are reported as suspected
+hung, which is what a collective timeout on their peers means.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from benchgate.config import RunConfig
+from benchgate.errors import EXIT_BAD_INPUT, BadInputError, ConfigError, RunFailedError
+from benchgate.kit import lifeline
+from benchgate.kit.cpus import HOST_CGROUP, CgroupPaths
+from benchgate.kit.files import read_json, write_json
+from benchgate.kit.progress import PROGRESS_PREFIX
+from benchgate.measure.env import usable_cpu_cores
+
+ProgressCallback = Callable[[int, int], None]
+
+
+def visible_gpus() -> int:
+    """CUDA devices this process can use.
+
+    torch is imported here, not at the top, and only where an NVIDIA driver exists: a pipeline task that
+    launches torchrun (the count comes from env.json) and `benchgate run` on a laptop never pay ~2 s for it.
+    """
+    if not Path("/proc/driver/nvidia").exists() and shutil.which("nvidia-smi") is None:
+        return 0  # torch reaches CUDA devices only through the NVIDIA driver
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def uses_cuda(device: str, gpus: int) -> bool:
+    return device == "cuda" or (device == "auto" and gpus > 0)
+
+
+def resolve_threads(
+    requested: int | None, device_type: str, world_size: int, cgroup: CgroupPaths = HOST_CGROUP
+) -> int:
+    if requested:
+        return requested
+    if device_type == "cuda":
+        # usable cores honour the pod's CPU limit: 4 CPUs on a 96-core node give 2 threads at ws=2, not 48
+        return max(1, usable_cpu_cores(cgroup) // world_size)
+    # On CPU a rank stands for one device: one thread each, so ws=1 and ws=N give every rank the same
+    # resources and tokens/s(N) / (N x tokens/s(1)) means what it means on GPUs.
+    return 1
+
+
+def default_world_sizes(device: str, gpus: int) -> list[int]:
+    if uses_cuda(device, gpus):
+        return [1, gpus] if gpus > 1 else [1]
+    # Two CPU ranks need two usable cores: a pod limited to one CPU measures ws=1 only.
+    return [1, 2] if usable_cpu_cores() >= 2 else [1]
+
+
+def check_world_size(world_size: int, device: str, gpus: int) -> None:
+    if device == "cuda" and gpus == 0:
+        raise ConfigError("bench.device: got 'cuda' but torch sees no CUDA device")
+    if uses_cuda(device, gpus):
+        available, what = gpus, "CUDA devices"
+    else:
+        available, what = usable_cpu_cores(), "usable CPU cores (affinity mask and CPU quota)"
+    if world_size > available:
+        raise ConfigError(
+            f"bench.world_sizes: got {world_size}, but this machine has only {available} {what}"
+        )
+
+
+def metrics_path(out_dir: Path, world_size: int) -> Path:
+    return out_dir / f"metrics-ws{world_size}.json"
+
+
+def run_bench(
+    config: RunConfig,
+    world_size: int,
+    out_dir: Path,
+    on_progress: ProgressCallback | None = None,
+    gpus: int | None = None,
+    *,
+    source_paths: Sequence[Path] = (),
+    turns: tuple[str, str] | None = None,
+    pin_cores: bool = True,
+) -> Path:
+    """Run the benchmark at `world_size` under torchrun; returns the metrics file rank 0 wrote.
+
+    `gpus` is the host's CUDA device count when the caller knows it (from env.json); else torch is asked.
+    `source_paths` put the code under test first on the workers' import path (after benchgate itself);
+    `turns` = (coordinator address, side) makes the workers take turns with another group (A/B), with
+    rank r of both groups on the same cores unless `pin_cores` is off.
+    """
+    gpus = visible_gpus() if gpus is None else gpus
+    check_world_size(world_size, config.bench.device, gpus)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config_path = write_json(out_dir / "config.json", config.model_dump(mode="json"))
+    errors_dir = out_dir / "errors" / f"ws{world_size}"
+    for stale in errors_dir.glob("rank*.json"):
+        stale.unlink()
+    log_path = out_dir / "logs" / f"bench-ws{world_size}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    out = metrics_path(out_dir, world_size)
+    out.unlink(missing_ok=True)
+    device_type = "cuda" if uses_cuda(config.bench.device, gpus) else "cpu"
+    threads = resolve_threads(config.bench.threads_per_rank, device_type, world_size)
+    # torchrun is tied to this process (kit/lifeline.py): if this task is killed, torchrun stops its ranks.
+    cmd = lifeline.command(
+        os.getpid(),
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={world_size}",
+        "--max-restarts=0",
+        "-m",
+        "benchgate.measure.bench",
+        "--config",
+        str(config_path),
+        "--out",
+        str(out),
+        "--errors-dir",
+        str(errors_dir),
+        *(arg for path in source_paths for arg in ("--source-path", str(path))),
+        *(["--turns", turns[0], "--side", turns[1]] if turns else []),
+        *(["--no-pin"] if turns and not pin_cores else []),
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
+    with open(log_path, "w", encoding="utf-8") as log:
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
+        )
+        timed_out = threading.Event()
+
+        def kill_on_timeout() -> None:
+            timed_out.set()
+            lifeline.kill_tree(proc.pid)
+
+        watchdog = threading.Timer(config.bench.run_timeout_s, kill_on_timeout)
+        watchdog.start()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                if line.startswith(PROGRESS_PREFIX):
+                    done, total = line.split()[1:3]
+                    if on_progress:
+                        on_progress(int(done), int(total))
+                else:
+                    log.write(line)
+            returncode = proc.wait()
+        finally:
+            watchdog.cancel()
+            if proc.poll() is None:
+                lifeline.kill_tree(proc.pid)
+                proc.wait()
+    if timed_out.is_set():
+        raise RunFailedError(
+            f"bench ws={world_size}: killed after bench.run_timeout_s={config.bench.run_timeout_s:g} s; "
+            f"log: {log_path}"
+        )
+    if returncode != 0:
+        raise _failure(world_size, errors_dir, log_path, config.bench.timeout_s)
+    if not out.exists():
+        raise RunFailedError(
+            f"bench ws={world_size}: torchrun exited 0 but wrote no {out.name}; log: {log_path}"
+        )
+    return out
+
+
+# torchrun's failure summary: one block per failed rank, e.g.
+#   rank      : 1 (local_rank: 1)
+#   exitcode  : -9 (pid: 26646)  (SIGKILL)
+_RANK_EXIT = re.compile(r"rank\s*:\s*(\d+) \(local_rank: \d+\)\s*\n\s*exitcode\s*:\s*(-?\d+) \(pid: (\d+)\)")
+
+
+def killed_ranks(log_text: str) -> dict[int, tuple[signal.Signals, int]]:
+    """Ranks that torchrun saw die of a signal it did not send itself: rank → (signal, pid).
+
+    torchrun stops the surviving ranks with SIGTERM once one has died, so SIGTERM is its own teardown,
+    not a cause; a rank killed by anything else (SIGKILL from a user or the OOM killer, SIGSEGV) is.
+    """
+    killed = {}
+    for rank, code, pid in _RANK_EXIT.findall(log_text):
+        number = -int(code)
+        if number > 0 and number != signal.SIGTERM:
+            with contextlib.suppress(ValueError):
+                killed[int(rank)] = (signal.Signals(number), int(pid))
+    return killed
+
+
+def _failure(world_size: int, errors_dir: Path, log_path: Path, timeout_s: float) -> Exception:
+    log_text = log_path.read_text(encoding="utf-8", errors="replace")
+    killed = killed_ranks(log_text)
+    if killed:
+        # A rank that died of a signal wrote no error file, and its peers' errors ("connection closed by
+        # peer") are consequences: the killed rank is the cause, however the others reported.
+        rank, (sig, pid) = min(killed.items())
+        hint = " (the OOM killer sends SIGKILL too: check `dmesg`)" if sig == signal.SIGKILL else ""
+        return RunFailedError(
+            f"bench ws={world_size}: rank {rank} was killed by {sig.name} (signal {int(sig)}, pid {pid})"
+            f"{hint}\n  log: {log_path}"
+        )
+    reports = []
+    for path in sorted(errors_dir.glob("rank*.json")):
+        try:
+            reports.append(read_json(path))
+        except ValueError:
+            continue
+    if not reports:
+        tail = "".join(log_text.splitlines(True)[-15:])
+        return RunFailedError(
+            f"bench ws={world_size}: torchrun failed before any rank reported; log tail:\n{tail}"
+        )
+    reports.sort(key=lambda r: r["time"])
+    first = reports[0]
+    silent = sorted(set(range(world_size)) - {r["rank"] for r in reports})
+    message = f"bench ws={world_size}: rank {first['rank']} failed: {first['type']}: {first['message']}"
+    if silent:
+        ranks = ", ".join(str(r) for r in silent)
+        message += (
+            f"\n  rank(s) {ranks} reported no error: probably hung (collective timeout "
+            f"bench.timeout_s={timeout_s:g} s)"
+        )
+    message += f"\n  log: {log_path}"
+    if first["exit_code"] == EXIT_BAD_INPUT:
+        return BadInputError(message)
+    return RunFailedError(message)

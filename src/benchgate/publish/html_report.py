@@ -1,0 +1,157 @@
+"""report.html: the verdict table, what decides it, and the plots against the baseline and the profile's
+recent runs, as one self-contained page (PNGs inlined). It reads no files: the publish stage writes it.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from pathlib import Path
+
+from benchgate.checks import tables as report
+from benchgate.publish.plots import (
+    current_point,
+    oldest_first,
+    step_time_png,
+    trend_png,
+    world_sizes,
+)
+from benchgate.results.bundle import Bundle
+from benchgate.results.comparison import Comparison
+from benchgate.results.figures import HistoryPoint
+
+# STATUS_STYLE speaks rich's colour names; these are the same colours, dark enough to read on white.
+_CSS_COLORS = {
+    "green": "#1a7f37",
+    "yellow": "#9a6700",
+    "red": "#cf222e",
+    "cyan": "#0a6e8a",
+    "dim": "#6e7781",
+    "magenta": "#8250df",
+}
+
+
+def _img(png: bytes, alt: str) -> str:
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}">'
+
+
+def _status_css(status: str) -> str:
+    rules = []
+    for word in report.STATUS_STYLE.get(status, "").split():
+        rules.append("font-weight:bold" if word == "bold" else f"color:{_CSS_COLORS.get(word, 'inherit')}")
+    return ";".join(rules)
+
+
+def _table(comparison: Comparison) -> str:
+    status_column = report.HEADER.index("status")
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in report.HEADER)
+    body = []
+    for row in report.rows(comparison):
+        cells = []
+        for i, cell in enumerate(row):
+            style = f' style="{_status_css(cell)}"' if i == status_column else ""
+            cells.append(f"<td{style}>{html.escape(cell)}</td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    explained = report.footnote_lines(comparison)
+    if not explained:
+        return table
+    # Each row's whole rule and notes: folded, since a verdict's reader rarely needs the statistics.
+    notes = "".join(f"<li>{html.escape(line)}</li>" for line in explained)
+    return f"{table}<details><summary>{report.DETAILS_SUMMARY}</summary><ul>{notes}</ul></details>"
+
+
+_COMMAND = re.compile(r"`([^`]+)`")
+
+
+def _next_steps(comparison: Comparison, out_dir: Path | None) -> str:
+    """What decides the verdict, right under it: commands (in backquotes in the text) as <code>."""
+    steps = report.step_lines(comparison, out_dir)
+    if not steps:
+        return ""
+    coded = [_COMMAND.sub(r"<code>\1</code>", html.escape(step, quote=False)) for step in steps]
+    items = "".join(f"<li>{step}</li>" for step in coded)
+    return f'<div class="next"><b>Next:</b><ul>{items}</ul></div>'
+
+
+_STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#1f2328}
+table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #d0d7de;padding:3px 6px;text-align:left}
+th{background:#f6f8fa}img{max-width:100%;display:block;margin:0.5em 0}.meta{color:#57606a}
+.next{background:#fff8c5;border:1px solid #d4a72c;padding:0.4em 0.8em;margin:0.5em 0}.next ul{margin:0.2em 0}
+details{margin:0.5em 0}summary{cursor:pointer;color:#57606a}"""
+
+
+def html_report(
+    current: Bundle,
+    comparison: Comparison,
+    baseline: Bundle | None,
+    history: list[HistoryPoint],
+    out_dir: Path | None = None,
+) -> str:
+    """A self-contained page: verdict, what to do next, verdict table (how each row was decided folded
+    under it) and three plots as inline PNGs (no network needed). `out_dir`: the run's result directory,
+    named in the next steps' commands (DIR where not given)."""
+    git = current.env.get("git", {})
+    workload = current.workload or comparison.workload or "?"
+    verdict = comparison.verdict
+    e = html.escape
+    meta = [
+        f"workload <b>{e(workload)}</b>",
+        f"machine profile <b>{e(current.machine_profile)}</b>",
+        f"commit <code>{e(str(git.get('commit') or '?'))}</code>",
+    ]
+    if git.get("branch"):
+        meta.append(f"branch <code>{e(str(git['branch']))}</code>")
+    if baseline is None:
+        meta.append("baseline: <b>none</b> (no baseline for this profile and workload; nothing compared)")
+    else:
+        base_commit = baseline.env.get("git", {}).get("commit")
+        meta.append(f"baseline commit <code>{e(str(base_commit or '?'))}</code>")
+    points = [*oldest_first(history), current_point(current, comparison)]
+    throughput = trend_png(
+        points,
+        [(f"ws{ws}/tokens_per_s_p50", f"world size {ws}") for ws in world_sizes(points)],
+        f"Throughput over the last {len(points)} runs of this profile",
+        "tokens/s (p50 over steps)",
+    )
+    if any("scaling_efficiency_pct" in p.figures for p in points):
+        scaling = _img(
+            trend_png(
+                points,
+                [("scaling_efficiency_pct", "largest world size vs. ws=1")],
+                "Scaling efficiency: tokens/s(N) / (N x tokens/s(1))",
+                "scaling efficiency (%)",
+            ),
+            "scaling efficiency over commits",
+        )
+    else:
+        scaling = (
+            "<p>Scaling efficiency is not available: no run here measured both world size 1 and a larger "
+            "world size.</p>"
+        )
+    notes = "".join(f"<li>{e(note)}</li>" for note in comparison.notes)
+    style = _status_css(verdict)
+    title = f"benchgate {verdict}: {workload} on {current.machine_profile}"
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            f"<title>{e(title)}</title><style>{_STYLE}</style></head><body>",
+            f'<h1>benchgate verdict: <span style="{style}">{e(verdict)}</span> '
+            f"(exit {comparison.exit_code})</h1>",
+            _next_steps(comparison, out_dir),
+            f'<p class="meta">{" · ".join(meta)}</p>',
+            f"<ul>{notes}</ul>" if notes else "",
+            _table(comparison),
+            "<h2>Step time, baseline vs. this run</h2>",
+            _img(step_time_png(current, baseline), "step-time distribution per world size"),
+            "<h2>Throughput over commits</h2>",
+            _img(throughput, "tokens/s p50 over commits"),
+            "<h2>Scaling efficiency over commits</h2>",
+            scaling,
+            "</body></html>",
+            "",
+        ]
+    )

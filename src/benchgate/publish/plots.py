@@ -1,0 +1,238 @@
+"""The PNG pictures of a gate run, for people who will not read a table of p-values.
+
+A regression is easiest to believe when it is seen: two step-time distributions that no longer overlap,
+or a throughput line that steps down at one commit and stays down. This module draws those pictures
+from data already in memory (a Bundle, a Comparison, HistoryPoints) and returns PNGs (the page around
+them is `html_report.py`); it reads no files, so the same code serves the CLI, a pipeline task and the tests.
+
+matplotlib is imported inside the drawing functions: the CLI must start fast, and most commands never
+draw anything.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from benchgate.kit import stats
+from benchgate.results.bundle import Bundle
+from benchgate.results.comparison import Comparison
+from benchgate.results.figures import KEY_FIGURES, HistoryPoint, run_figures
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+
+_WS_FIGURE = re.compile(r"^ws(\d+)/")
+# 100 dpi keeps tick labels readable in a browser; a grid of many panels gets fewer dots per inch so
+# that, with the palette below, no PNG grows much beyond 200 KB.
+_DPI = 100
+_MAX_PIXELS = 2e6
+
+
+_CURRENT_COLOR, _BASELINE_COLOR = "#d62728", "#1f77b4"
+
+
+# Axis labels by figure name; figures.py's names carry their unit ("_pct" is already percent).
+_UNITS = (
+    ("per_reference", "step / reference time"),
+    ("tokens_per_s", "tokens/s"),
+    ("_ms_", "ms"),
+    ("_mib", "MiB"),
+    ("_pct", "%"),
+    ("loss_slope", "nats/step"),
+    ("perplexity", "perplexity"),
+)
+
+
+def _short(commit: str | None) -> str:
+    return commit[:8] if commit else "?"
+
+
+def _plain(text: str) -> str:
+    """Data strings as literal plot text: matplotlib would read a "$" as the start of mathtext."""
+    return text.replace("$", r"\$")
+
+
+def _unit(name: str) -> str:
+    return next((unit for marker, unit in _UNITS if marker in name), "")
+
+
+def world_sizes(points: Sequence[HistoryPoint]) -> list[int]:
+    found = {int(m.group(1)) for p in points for name in p.figures if (m := _WS_FIGURE.match(name))}
+    return sorted(found)
+
+
+def oldest_first(points: Sequence[HistoryPoint]) -> list[HistoryPoint]:
+    return sorted(points, key=lambda p: p.created_unix)
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), layout="constrained")
+
+
+def _png(fig: Figure) -> bytes:
+    from PIL import Image
+
+    width, height = fig.get_size_inches()
+    dpi = min(_DPI, math.sqrt(_MAX_PIXELS / (width * height)))
+    rendered = io.BytesIO()
+    fig.savefig(rendered, format="png", dpi=dpi, facecolor="white")
+    # Anti-aliased RGBA line plots compress poorly; a 256-colour palette looks the same and halves the
+    # size, which matters once three of them are inlined as base64 into one page.
+    with Image.open(rendered) as image:
+        palette = image.convert("RGB").quantize(colors=256)
+    buffer = io.BytesIO()
+    palette.save(buffer, format="png", optimize=True)
+    return buffer.getvalue()
+
+
+def _commit_axis(
+    ax: Axes, points: Sequence[HistoryPoint], current_last: bool, max_labels: int = 20, xlabel: bool = True
+) -> None:
+    """Short commits as x tick labels, thinned so that a long history stays readable."""
+    labels = [_plain(_short(p.commit)) for p in points]
+    if current_last:
+        labels[-1] = f"{labels[-1]}\n(this run)"
+    step = max(1, math.ceil(len(points) / max_labels))
+    # Counted back from the newest run, which must always be labelled.
+    ticks = list(range(len(points) - 1, -1, -step))[::-1]
+    ax.set_xticks(ticks, [labels[i] for i in ticks], rotation=45, ha="right", fontsize=8)
+    ax.set_xlim(-0.5, len(points) - 0.5)
+    if xlabel:
+        ax.set_xlabel("commit (oldest first)")
+    ax.grid(True, alpha=0.3)
+
+
+def _draw_series(
+    ax: Axes, points: Sequence[HistoryPoint], name: str, label: str, color: str, current_last: bool
+) -> None:
+    xs = [i for i, p in enumerate(points) if name in p.figures]
+    ys = [points[i].figures[name] for i in xs]
+    # A run without the figure is a gap, not a zero: the line joins the runs that have it.
+    ax.plot(xs, ys, "-o", color=color, label=label, markersize=4, linewidth=1.5)
+    baseline_x = [i for i in xs if points[i].is_baseline]
+    baseline_y = [points[i].figures[name] for i in baseline_x]
+    ax.plot(baseline_x, baseline_y, "D", color=color, markersize=8, markeredgecolor="black")
+    last = len(points) - 1
+    if current_last and last in xs:
+        y = points[last].figures[name]
+        ax.plot([last], [y], "*", color=color, markersize=16, markeredgecolor="black")
+
+
+def _marker_legend(ax: Axes) -> None:
+    from matplotlib.lines import Line2D
+
+    handles, _ = ax.get_legend_handles_labels()
+    for marker, label in (("D", "baseline run"), ("*", "this run")):
+        handles.append(Line2D([], [], marker=marker, linestyle="", color="grey", markeredgecolor="black"))
+        handles[-1].set_label(label)
+    ax.legend(handles=handles, fontsize=8, loc="best")
+
+
+def step_time_png(current: Bundle, baseline: Bundle | None) -> bytes:
+    sizes = sorted(current.metrics)
+    fig = _new_figure(min(4.5 * len(sizes), 13.5), 3.6)
+    axes = fig.subplots(1, len(sizes), squeeze=False, sharey=True)[0]
+    base_commit = _short(baseline.env.get("git", {}).get("commit")) if baseline else ""
+    for ax, ws in zip(axes, sizes, strict=True):
+        # ECDFs rather than histograms: two overlaid curves stay readable, and a shift of the whole
+        # distribution (code) looks different from a longer tail (interference) at a glance.
+        # The baseline is drawn wide and pale underneath, so that it stays visible where the curves agree.
+        series = [("this run", current.metrics[ws], _CURRENT_COLOR, 1.5, 1.0)]
+        base = baseline.metrics.get(ws) if baseline else None
+        if base is not None:
+            series.insert(0, (f"baseline {_plain(base_commit)}", base, _BASELINE_COLOR, 4.0, 0.5))
+        for label, metrics, color, width, alpha in series:
+            ms = sorted(1e3 * t for t in metrics["samples"]["step_time_s"])
+            fraction = [(i + 1) / len(ms) for i in range(len(ms))]
+            p50 = stats.percentile(ms, 50)
+            text = f"{label}: p50 {p50:.1f} ms, n={len(ms)}"
+            ax.step(ms, fraction, where="post", color=color, linewidth=width, alpha=alpha, label=text)
+            ax.axvline(p50, color=color, linestyle=":", linewidth=1)
+        title = f"world size {ws}"
+        if baseline is not None and base is None:
+            title += " (no baseline at this world size)"
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("step time (ms)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+    axes[0].set_ylabel("fraction of steps ≤ x")
+    fig.suptitle("Step-time distribution (ECDF, dotted: p50)" + ("" if baseline else ": no baseline"))
+    return _png(fig)
+
+
+def trend_png(
+    points: Sequence[HistoryPoint], names: Sequence[tuple[str, str]], title: str, ylabel: str
+) -> bytes:
+    fig = _new_figure(10, 3.8)
+    ax = fig.subplots()
+    for i, (name, label) in enumerate(names):
+        _draw_series(ax, points, name, label, f"C{i % 10}", current_last=True)
+    _commit_axis(ax, points, current_last=True)
+    # The current run's slot is shaded so that it is found before the legend is read.
+    ax.axvspan(len(points) - 1.5, len(points) - 0.5, color="gold", alpha=0.15)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    _marker_legend(ax)
+    return _png(fig)
+
+
+def history_panels(points: Sequence[HistoryPoint], names: Sequence[str] | None = None) -> list[str]:
+    """The figure names history_png draws: `names` (or the key figures) that at least one point has."""
+    if names is None:
+        sizes = world_sizes(points)
+        names = [f"ws{ws}/{name}" for name in KEY_FIGURES for ws in sizes]
+        names += ["scaling_efficiency_pct", "eval/perplexity"]
+    present = {name for p in points for name in p.figures}
+    return [name for name in dict.fromkeys(names) if name in present]
+
+
+def history_png(points: list[HistoryPoint], path: Path, names: Sequence[str] | None = None) -> Path:
+    """Small multiples, one panel per figure name, of `points` oldest first; writes a PNG to `path`."""
+    if not points:
+        raise ValueError("no runs to plot")
+    ordered = oldest_first(points)
+    panels = history_panels(ordered, names)
+    if not panels:
+        raise ValueError(f"none of the runs has any of the figures {list(names or [])}")
+    sizes = len(world_sizes(ordered))
+    # One column per world size puts the same figure of every world size on one row.
+    columns = min(len(panels), sizes if 2 <= sizes <= 4 else 3)
+    rows = math.ceil(len(panels) / columns)
+    fig = _new_figure(4.0 * columns, 2.7 * rows)
+    axes = fig.subplots(rows, columns, squeeze=False)
+    for ax, name in zip(axes.flat, panels, strict=False):
+        _draw_series(ax, ordered, name, name, "C0", current_last=False)
+        _commit_axis(ax, ordered, current_last=False, max_labels=8, xlabel=False)
+        ax.set_title(_plain(name), fontsize=10)
+        ax.set_ylabel(_unit(name))
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.set_visible(False)
+    fig.suptitle(f"Key figures over {len(ordered)} runs (diamonds: baseline runs)")
+    fig.supxlabel("commit (oldest first)")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(_png(fig))
+    return path
+
+
+def current_point(current: Bundle, comparison: Comparison | None) -> HistoryPoint:
+    """The run being reported, as a HistoryPoint that can be appended to history."""
+    git = current.env.get("git", {})
+    return HistoryPoint(
+        commit=git.get("commit"),
+        # A bundle records no creation time; the run being reported is, by definition, the newest one.
+        created_unix=time.time(),
+        figures=run_figures(current, comparison),
+        branch=git.get("branch"),
+        verdict=comparison.verdict if comparison is not None else None,
+    )

@@ -1,0 +1,142 @@
+"""The comparison as data: one Check row per metric, the verdict they add up to, and compare.json.
+
+`compare.py` builds a Comparison; every later reader (the A/B task, the report, the baseline policy, the
+gate task, `benchgate run`'s gathering, sync) reads compare.json back through `load_comparison`, which
+refuses a file that is not one (hand-edited, cut short) naming the file, the field and the value.
+"""
+
+from __future__ import annotations
+
+import reprlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from benchgate.errors import EXIT_PASS, EXIT_REGRESSION, EXIT_UNKNOWN, BaselineError
+from benchgate.kit.files import read_json
+
+Status = Literal["PASS", "WARN", "UNKNOWN", "FAIL", "NEW", "INFO"]
+Verdict = Literal["PASS", "WARN", "UNKNOWN", "FAIL"]
+SEVERITY = {"INFO": 0, "NEW": 0, "PASS": 0, "WARN": 1, "UNKNOWN": 2, "FAIL": 3}
+VERDICTS: tuple[Verdict, ...] = ("PASS", "WARN", "UNKNOWN", "FAIL")
+TIMING = "tokens_per_s"
+SCALING = "scaling_efficiency"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    unit: str
+    current: float | None
+    baseline: float | None = None
+    change: float | None = None  # percent, or points for *_points rows
+    change_unit: str = "%"
+    ci_low: float | None = None
+    ci_high: float | None = None
+    rule: str = ""
+    status: Status = "PASS"
+    note: str = ""
+    # For timing checks: "tokens_per_s", its world size, and what decided it ("screen", "ab" or
+    # "unchanged"); "scaling_efficiency" for the efficiency row.
+    metric: str = ""
+    world_size: int | None = None
+    decided_by: str = ""
+
+
+@dataclass
+class Comparison:
+    machine_profile: str
+    workload: str | None
+    baseline_path: str | None
+    checks: list[Check] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    # What an UNKNOWN verdict does to the exit code (gate.on_unknown): "fail" (exit 4) or "neutral" (0).
+    on_unknown: str = "fail"
+
+    @property
+    def verdict(self) -> Verdict:
+        worst = max((SEVERITY[c.status] for c in self.checks), default=0)
+        return VERDICTS[worst]
+
+    @property
+    def exit_code(self) -> int:
+        unknown = EXIT_PASS if self.on_unknown == "neutral" else EXIT_UNKNOWN
+        return {"FAIL": EXIT_REGRESSION, "UNKNOWN": unknown}.get(self.verdict, EXIT_PASS)
+
+    def timing(self, world_size: int) -> Check | None:
+        return next((c for c in self.checks if c.metric == TIMING and c.world_size == world_size), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": 1,
+            "verdict": self.verdict,
+            "exit_code": self.exit_code,
+            "on_unknown": self.on_unknown,
+            "machine_profile": self.machine_profile,
+            "workload": self.workload,
+            "baseline_path": self.baseline_path,
+            "notes": self.notes,
+            "checks": [asdict(c) for c in self.checks],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any, source: Path | str = "compare.json") -> Comparison:
+        """The inverse of to_dict: a pipeline task reads the comparison an earlier task wrote. What is not
+        one (hand-edited, cut short, another file) is a BaselineError naming `source` and the field."""
+        if not isinstance(data, dict):
+            raise BaselineError(f"{source}: got {_SHORT.repr(data)} (expected a JSON object)")
+        read = _validated(_ComparisonFile, data, source, ())
+        rows = [_validated(_CheckRow, row, source, ("checks", i)) for i, row in enumerate(read.checks)]
+        checks = [Check(**row.model_dump()) for row in rows]
+        return cls(
+            read.machine_profile, read.workload, read.baseline_path, checks, list(read.notes), read.on_unknown
+        )
+
+
+def load_comparison(path: Path) -> Comparison:
+    """compare.json read back; missing, cut short or not a comparison: a BaselineError naming the file."""
+    try:
+        data = read_json(path)
+    except ValueError as e:  # read_json's message names the file
+        raise BaselineError(str(e)) from None
+    return Comparison.from_dict(data, path)
+
+
+# compare.json as read back. Strict: a number is a JSON number (never "1.5" or true), never NaN. Each row
+# has every field of a Check, as to_dict writes them, and no other key: a row without its status (or with
+# a misspelt one) must not read as Check's default, PASS. The verdict, exit code and schema version at
+# the top are derived from the rows when written, so they are not read back.
+class _ComparisonFile(BaseModel):
+    model_config = ConfigDict(strict=True, extra="ignore")
+    machine_profile: str
+    workload: str | None
+    baseline_path: str | None
+    checks: list[Any]
+    notes: list[str]
+    on_unknown: Literal["fail", "neutral"] = "fail"
+
+
+_ROW_FIELDS: dict[str, Any] = {name: (hint, ...) for name, hint in get_type_hints(Check).items()}  # required
+_CheckRow = create_model(
+    "Check", __config__=ConfigDict(strict=True, allow_inf_nan=False, extra="forbid"), **_ROW_FIELDS
+)
+_SHORT = reprlib.Repr()  # a value in a message is shortened: the message is one line
+_SHORT.maxstring = _SHORT.maxother = 60
+
+
+def _validated(model: Any, data: Any, source: Path | str, at: tuple[str | int, ...]) -> Any:
+    """`data` checked by `model`; else a BaselineError naming `source`, and each field (the first three)
+    as the file's own path to it (checks[2].status) with the value found."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        problems = []
+        for item in e.errors()[:3]:
+            where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in (*at, *item["loc"]))
+            found = "nothing" if item["type"] == "missing" else _SHORT.repr(item["input"])
+            problems.append(f"{where.lstrip('.')}: got {found} ({item['msg']})")
+        if e.error_count() > 3:
+            problems.append(f"and {e.error_count() - 3} more")
+        raise BaselineError(f"{source}: {'; '.join(problems)}") from None

@@ -1,1 +1,0 @@
-"""The timing decisions, pure (no torch, no I/O): the stored-baseline screen and the paired A/B test."""

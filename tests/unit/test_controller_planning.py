@@ -1,0 +1,327 @@
+"""The controller's decisions without kopf, kmock or a clock: `planning` (BenchmarkRun) and the schedule
+timer's steps in `schedule`, each from plain values (spec, status, what a handler gathered, `now`) to
+the status it writes, its Event and whether kopf retries or gives up."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from benchgate.controller import planning as plan
+from benchgate.controller import schedule as sched
+from benchgate.controller import status as st
+from benchgate.controller.planning import REFUSED, Ending, Outcome, Submission
+from benchgate.kfp.submit import pipeline_parameter_names
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+STAMP = "2026-11-22T12:00:00Z"
+SHA = "0123456789abcdef0123456789abcdef01234567"
+SPEC = {"commit": SHA, "repository": "https://github.com/example/trainer.git", "worldSize": 2}
+META = {"name": "pr-1", "namespace": "team-a", "uid": "uid-1", "generation": 3}
+
+
+def written(outcome: Outcome) -> dict[str, Any]:
+    assert outcome.status is not None
+    return outcome.status.patch()
+
+
+def conditions(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in status["conditions"]}
+
+
+def submit(spec: dict[str, Any], status: dict[str, Any] | None = None) -> Submission | Outcome:
+    return plan.submission(
+        spec, META, status or {}, "team-a", "pr-1", "uid-1", "", pipeline_parameter_names(), NOW
+    )
+
+
+def test_the_decisions_need_no_kopf() -> None:
+    modules = "benchgate.controller.planning, benchgate.controller.schedule"
+    code = f"import sys, {modules}; print('kopf' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+
+
+# ---------------------------------------------------------------- create
+
+
+@pytest.mark.parametrize(
+    ("status", "remembered", "seen"),
+    [
+        ({}, False, False),
+        ({"phase": "Pending"}, False, False),  # queued or KFP was down: submit again
+        ({"kfpRunId": "run-1"}, False, True),
+        ({"phase": "Failed"}, False, True),  # refused
+        ({}, True, True),  # an old body replayed: this controller decided already
+    ],
+)
+def test_a_create_event_is_handled_once(status: dict[str, Any], remembered: bool, seen: bool) -> None:
+    assert plan.seen_before(status, remembered) is seen
+
+
+def test_a_valid_spec_is_submitted_under_the_objects_run_name() -> None:
+    submission = submit(SPEC)
+    assert isinstance(submission, Submission)
+    assert submission.run_name == st.kfp_run_name("team-a", "pr-1", "uid-1")
+    assert submission.arguments["commit"] == SHA and submission.arguments["world_size_n"] == 2
+    assert submission.status.patch() == {"shortCommit": SHA[:12], "observedGeneration": 3}
+
+
+def test_an_invalid_spec_is_refused_for_good_with_an_event() -> None:
+    outcome = submit({**SPEC, "worldSize": -2})
+    assert isinstance(outcome, Outcome)
+    status = written(outcome)
+    assert status["phase"] == "Failed" and status["completionTime"] == STAMP
+    found = conditions(status)
+    assert found["Submitted"]["status"] == "False" and found["Submitted"]["reason"] == "InvalidSpec"
+    assert found["Finished"]["status"] == "True" and "spec.worldSize" in found["Finished"]["message"]
+    assert outcome.warning is not None and outcome.warning[0] == "InvalidSpec"
+    assert outcome.give_up is not None and outcome.give_up.startswith("invalid spec: spec.worldSize")
+    assert outcome.retry is None
+
+
+def test_slots_of_the_namespace_limit() -> None:
+    assert plan.slot_free(set(), "a", 2) and plan.slot_free({"a"}, "b", 2)
+    assert not plan.slot_free({"a", "b"}, "c", 2)
+    assert plan.slot_free({"a", "b"}, "a", 2)  # a run holding one keeps it
+    assert plan.slot_free({"a", "b"}, "c", 0)  # 0: no limit
+
+
+def test_queued_and_kfp_down_are_pending_and_retried() -> None:
+    queued = plan.queued({}, "team-a", 4, NOW)
+    assert written(queued)["phase"] == "Pending"
+    assert conditions(written(queued))["Submitted"]["reason"] == "Queued"
+    assert queued.retry == "waiting: 4 BenchmarkRuns of namespace team-a are submitted or running"
+    # Still not submitted five minutes later, now because KFP is down: the transition time holds.
+    later = NOW + timedelta(minutes=5)
+    down = plan.kfp_unavailable(written(queued), "KFP at http://kfp: HTTP 503", later)
+    submitted = conditions(written(down))["Submitted"]
+    assert submitted["reason"] == "KfpUnavailable" and submitted["lastTransitionTime"] == STAMP
+    assert down.retry == "KFP at http://kfp: HTTP 503" and down.give_up is None and down.warning is None
+
+
+@pytest.mark.parametrize(("unauthorized", "reason"), [(True, "KfpUnauthorized"), (False, "KfpRejected")])
+def test_kfp_refusing_the_token_or_the_run_fails_for_good(unauthorized: bool, reason: str) -> None:
+    outcome = plan.kfp_refused({}, unauthorized, "HTTP 400: bad parameter", NOW)
+    assert written(outcome)["phase"] == "Failed"
+    assert conditions(written(outcome))["Submitted"]["reason"] == reason
+    assert outcome.warning == (reason, "HTTP 400: bad parameter")
+    assert outcome.give_up == "HTTP 400: bad parameter" and outcome.retry is None
+
+
+@pytest.mark.parametrize(("reused", "said"), [(False, "submitted KFP run"), (True, "attached to existing")])
+def test_a_submitted_run_is_named_and_linked(reused: bool, said: str) -> None:
+    outcome = plan.submitted({}, "br-x", "run-1", "http://kfp/#/runs/details/run-1", reused, NOW)
+    status = written(outcome)
+    assert {k: v for k, v in status.items() if k != "conditions"} == {
+        "phase": "Submitted",
+        "kfpRunId": "run-1",
+        "kfpRunName": "br-x",
+        "kfpRunUrl": "http://kfp/#/runs/details/run-1",
+        "kfpState": "PENDING",
+        "startTime": STAMP,
+    }
+    assert said in conditions(status)["Submitted"]["message"]
+    assert outcome.retry is None and outcome.give_up is None
+
+
+# ---------------------------------------------------------------- follow
+
+
+RUNNING = {"phase": "Running", "kfpRunId": "run-1", "kfpState": "RUNNING", "startTime": STAMP}
+
+
+def test_which_runs_the_timers_and_the_slots_look_at() -> None:
+    assert plan.following(RUNNING) and not plan.following({"phase": "Pending"})
+    assert not plan.following({**RUNNING, "phase": "Succeeded"})
+    assert plan.holds_slot(RUNNING) and not plan.holds_slot({"phase": "Failed"})
+    assert plan.expiring({"ttlSecondsAfterFinished": 0}, {"phase": "Canceled"})
+    assert not plan.expiring({"ttlSecondsAfterFinished": 60}, RUNNING)
+    assert not plan.expiring({}, {"phase": "Succeeded"})
+
+
+def test_the_active_deadline() -> None:
+    spec = {"activeDeadlineSeconds": 60}
+    assert not plan.past_deadline(spec, RUNNING, NOW + timedelta(seconds=60))
+    assert plan.past_deadline(spec, RUNNING, NOW + timedelta(seconds=61))
+    assert not plan.past_deadline({}, RUNNING, NOW + timedelta(days=9))
+    status = written(plan.deadline_exceeded(spec, RUNNING, NOW))
+    assert status["phase"] == "Failed" and status["completionTime"] == STAMP
+    finished = conditions(status)["Finished"]
+    assert finished["reason"] == "DeadlineExceeded" and "activeDeadlineSeconds=60" in finished["message"]
+
+
+def test_an_unreadable_kfp_run_keeps_its_phase() -> None:
+    status = written(plan.kfp_unreadable(RUNNING, "KFP at http://kfp: timed out", NOW))
+    assert list(status) == ["conditions"]
+    assert conditions(status)["KfpReachable"]["status"] == "False"
+
+
+def test_an_unchanged_kfp_run_writes_nothing() -> None:
+    first = plan.observed({**RUNNING, "kfpState": "PENDING", "phase": "Submitted"}, "RUNNING", [], NOW)
+    assert isinstance(first, Outcome)
+    status = written(first)
+    assert status["phase"] == "Running" and status["kfpState"] == "RUNNING"
+    assert conditions(status)["KfpReachable"]["reason"] == "KfpRunning"
+    again = plan.observed({**RUNNING, **status}, "RUNNING", [], NOW + timedelta(seconds=30))
+    assert again == Outcome()
+
+
+def test_an_ended_kfp_run_is_an_ending_before_anything_is_written() -> None:
+    ending = plan.observed(RUNNING, "FAILED", [("gate", "FAILED")], NOW)
+    assert isinstance(ending, Ending)
+    assert (ending.kfp_state, ending.phase, ending.reason) == ("FAILED", "Failed", "Regression")
+
+
+def test_the_verdict_found_in_mlflow_is_written_with_the_end() -> None:
+    found = {
+        "run_id": "mlflow-1",
+        "url": "https://mlflow.example/#/experiments/1/runs/mlflow-1",
+        "tags": {"benchgate.verdict": "WARN"},
+        "metrics": {"gate/ws1/tokens_per_s_change_pct": -3.21, "gate/checks_warn": 1.0},
+    }
+    ending = Ending("SUCCEEDED", "Succeeded", "GatePassed", "the gate passed")
+    status = written(plan.ended(RUNNING, ending, found, None, True, NOW))
+    assert status["phase"] == "Succeeded" and status["kfpState"] == "SUCCEEDED"
+    assert status["completionTime"] == STAMP
+    assert status["verdict"] == {
+        "result": "WARN",
+        "tokensPerSecondChangePct": {"ws1": -3.21},
+        "throughputChange": "-3.2% (ws=1)",
+        "checks": {"WARN": 1},
+    }
+    assert status["mlflowRunId"] == "mlflow-1" and status["mlflowRunUrl"] == found["url"]
+    assert conditions(status)["VerdictRead"]["reason"] == "FromMLflow"
+    assert conditions(status)["Finished"]["reason"] == "GatePassed"
+
+
+@pytest.mark.parametrize(
+    ("error", "mlflow_set", "why"),
+    [
+        (ConnectionError("refused"), True, "MLflow unavailable: ConnectionError: refused"),
+        (None, True, "no gate run in MLflow for this KFP run"),
+        (None, False, "no MLflow set"),
+    ],
+)
+def test_without_a_verdict_the_end_is_written_and_says_why(
+    error: Exception | None, mlflow_set: bool, why: str
+) -> None:
+    ending = Ending("CANCELED", "Canceled", "KfpCanceled", "the KFP run was canceled")
+    status = written(plan.ended(RUNNING, ending, None, error, mlflow_set, NOW))
+    assert status["phase"] == "Canceled" and "verdict" not in status and "mlflowRunId" not in status
+    verdict = conditions(status)["VerdictRead"]
+    assert verdict["status"] == "False" and verdict["message"] == why
+
+
+def test_expiry_after_the_ttl() -> None:
+    done = {"phase": "Succeeded", "completionTime": STAMP}
+    assert not plan.expired({"ttlSecondsAfterFinished": 60}, done, NOW + timedelta(seconds=59))
+    assert plan.expired({"ttlSecondsAfterFinished": 60}, done, NOW + timedelta(seconds=60))
+
+
+@pytest.mark.parametrize(
+    ("status", "remembered", "run"),
+    [
+        ({"phase": "Succeeded", "kfpRunId": "run-1"}, None, None),  # ended: KFP left alone
+        ({}, REFUSED, None),  # refused before any KFP run
+        ({"phase": "Running", "kfpRunId": "run-1"}, "run-1", "run-1"),
+        ({"phase": "Pending"}, "run-2", "run-2"),  # deleted while submitting: the status predates it
+        ({"phase": "Pending"}, None, ""),  # ... and the controller restarted since: look it up
+    ],
+)
+def test_what_a_deletion_terminates(status: dict[str, Any], remembered: str | None, run: str | None) -> None:
+    assert plan.to_terminate(status, remembered) == run
+
+
+# ---------------------------------------------------------------- the schedule timer
+
+
+SCHEDULE = {
+    "schedule": "0 2 * * *",
+    "runTemplate": {"spec": {"repository": "https://github.com/example/trainer.git", "branch": "main"}},
+}
+SCHEDULE_META = {
+    "name": "nightly",
+    "namespace": "team-a",
+    "uid": "s-1",
+    "generation": 2,
+    "creationTimestamp": "2026-11-21T12:00:00Z",
+}
+DUE = datetime(2026, 11, 22, 2, 0, tzinfo=UTC)
+
+
+def look(spec: dict[str, Any], status: dict[str, Any] | None = None) -> Outcome | sched.Due:
+    return sched.look(spec, status or {}, SCHEDULE_META, NOW)
+
+
+def owned(name: str, phase: str) -> dict[str, Any]:
+    meta = {"name": name, "creationTimestamp": "2026-11-20T02:00:00Z", "ownerReferences": [{"uid": "s-1"}]}
+    return {"metadata": meta, "status": {"phase": phase}}
+
+
+def test_an_invalid_schedule_is_a_condition_with_one_event_per_message() -> None:
+    first = look({**SCHEDULE, "schedule": "every night"})
+    assert isinstance(first, Outcome)
+    valid = conditions(written(first))["Valid"]
+    assert valid["status"] == "False" and "spec.schedule" in valid["message"]
+    assert first.warning is not None and first.warning[0] == "InvalidSpec"
+    again = look({**SCHEDULE, "schedule": "every night"}, written(first))
+    assert isinstance(again, Outcome) and again.warning is None and again.status is not None
+
+
+def test_a_due_time_and_the_times_skipped() -> None:
+    assert look(SCHEDULE, {"lastScheduleTime": "2026-11-22T02:00:00Z"}) == Outcome()  # nothing due
+    due = look(SCHEDULE)
+    assert isinstance(due, sched.Due) and due.time == DUE
+    assert due.handled().patch() == {"lastScheduleTime": "2026-11-22T02:00:00Z"}
+    for spec, why in (({"suspend": True}, "suspended"), ({"startingDeadlineSeconds": 60}, "missed")):
+        skipped = look({**SCHEDULE, **spec})
+        assert isinstance(skipped, Outcome)
+        status = written(skipped)
+        assert status["lastScheduleTime"] == "2026-11-22T02:00:00Z"
+        assert conditions(status)["Valid"]["status"] == "True"
+        scheduled = conditions(status)["Scheduled"]
+        assert scheduled["reason"] == "Skipped" and why in scheduled["message"]
+
+
+@pytest.mark.parametrize(("policy", "skipped"), [("Forbid", True), ("Allow", False), ("Replace", False)])
+def test_an_active_run_skips_the_time_only_under_forbid(policy: str, skipped: bool) -> None:
+    due = look({**SCHEDULE, "concurrencyPolicy": policy})
+    assert isinstance(due, sched.Due)
+    outcome = sched.forbidden(due, [owned("nightly-1", "Running")], {}, NOW)
+    assert (outcome is not None) is skipped
+    if outcome is not None:
+        scheduled = conditions(written(outcome))["Scheduled"]
+        assert scheduled["reason"] == "ConcurrencyForbid" and "nightly-1" in scheduled["message"]
+    assert sched.forbidden(due, [owned("nightly-0", "Succeeded")], {}, NOW) is None
+
+
+def test_an_unresolved_branch_skips_the_time_with_an_event() -> None:
+    due = look(SCHEDULE)
+    assert isinstance(due, sched.Due)
+    outcome = sched.branch_unresolved(due, {}, "no branch release/9.9", NOW)
+    assert conditions(written(outcome))["Scheduled"]["reason"] == "BranchUnresolved"
+    assert outcome.warning == ("BranchUnresolved", "no branch release/9.9")
+
+
+@pytest.mark.parametrize(("policy", "replaced"), [("Allow", []), ("Replace", ["nightly-2"])])
+def test_a_creation_replaces_prunes_and_records(policy: str, replaced: list[str]) -> None:
+    spec = {**SCHEDULE, "concurrencyPolicy": policy, "successfulRunsHistoryLimit": 1}
+    due = look(spec)
+    assert isinstance(due, sched.Due)
+    runs = [owned("nightly-0", "Succeeded"), owned("nightly-1", "Succeeded"), owned("nightly-2", "Running")]
+    runs[1]["metadata"]["creationTimestamp"] = "2026-11-21T02:00:00Z"
+    schedule = {"metadata": SCHEDULE_META, "spec": spec}
+    creation = sched.creation(due, schedule, runs, "c" * 40, {}, NOW)
+    name = creation.manifest["metadata"]["name"]
+    assert creation.manifest["spec"]["commit"] == "c" * 40
+    assert creation.replace == replaced and creation.prune == ["nightly-0"]
+    status = written(creation.outcome)
+    assert status["lastRunName"] == name and status["lastCommit"] == "c" * 40
+    assert status["active"] == ([] if replaced else ["nightly-2"]) + [name]
+    assert status["observedGeneration"] == 2 and status["lastScheduleTime"] == "2026-11-22T02:00:00Z"
+    assert conditions(status)["Scheduled"]["message"] == f"created {name} at {'c' * 12}"

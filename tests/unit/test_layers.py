@@ -1,0 +1,98 @@
+"""The layer rules of `make lint` (import-linter, `[tool.importlinter]` in pyproject.toml) hold on this
+tree, and refuse a violation: each case copies the package, adds one forbidden import, and runs the real
+`lint-imports` on the copy."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "src" / "benchgate"
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+
+
+def lint_imports(src_root: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    # The copy goes first on the path, before the installed (editable) benchgate.
+    env = {**os.environ, "PYTHONPATH": str(src_root)}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(REPO / "pyproject.toml"), "--no-cache"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def copy_with(tmp_path: Path, module: str, after: str, line: str) -> Path:
+    """The package copied under tmp_path/src, with `line` added after the line `after` of `module`."""
+    src = tmp_path / "src"
+    shutil.copytree(PACKAGE, src / "benchgate", ignore=shutil.ignore_patterns("__pycache__"))
+    path = src / "benchgate" / module
+    text = path.read_text()
+    assert after in text, f"{module} no longer has {after!r}"
+    path.write_text(text.replace(after, f"{after}\n{line}", 1))
+    return src
+
+
+def test_the_tree_keeps_every_contract(tmp_path: Path) -> None:
+    result = lint_imports(REPO / "src", tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "after", "line", "contract", "chain"),
+    [
+        (
+            "results/figures.py",
+            "from benchgate.kit import stats",
+            "import torch",
+            "torch only in measure/ and workloads/",
+            "benchgate.results.figures -> torch",
+        ),
+        (
+            "checks/compare.py",
+            "from benchgate.kit import stats",
+            "from benchgate.publish import record",
+            "Stages import only earlier stages",
+            "benchgate.checks is not allowed to import benchgate.publish",
+        ),
+        (
+            "kit/files.py",
+            "import json",
+            "from benchgate.results import bundle",
+            "Stages import only earlier stages",
+            "benchgate.kit is not allowed to import benchgate.results",
+        ),
+        (
+            "publish/policy.py",
+            "from pathlib import Path",
+            "def _later() -> None:\n    import mlflow  # deferred, and still seen",
+            "MLflow only in tracking/",
+            "benchgate.publish.policy -> mlflow",
+        ),
+        (
+            "tracking/view.py",
+            "from typing import TYPE_CHECKING, Any",
+            "from benchgate.tracking import record",
+            "No import cycles",
+            "benchgate.tracking",
+        ),
+    ],
+    ids=["torch-outside-measure", "later-stage", "kit-imports-results", "mlflow-deferred", "cycle"],
+)
+def test_a_violation_fails_lint(
+    tmp_path: Path, module: str, after: str, line: str, contract: str, chain: str
+) -> None:
+    src = copy_with(tmp_path, module, after, line)
+    result = lint_imports(src, tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    broken = result.stdout.split("Broken contracts", 1)[1]
+    assert contract in broken and chain in broken, broken

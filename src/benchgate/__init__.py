@@ -12,7 +12,7 @@ Words used throughout, one meaning each:
 
 The folders follow the run, each importing only the ones below it (checked by `make lint`):
 kit, results, config < workloads < store < tracking < measure < checks < ab < publish < kfp <
-controller < cli. docs/architecture.md draws it.
+history < controller < cli. docs/architecture.md draws it.
 
 Names are imported on first use (PEP 562), so a light pipeline task such as the gate does not pay for
 importing torch it never touches.

@@ -25,6 +25,7 @@ from benchgate.checks.tables import print_verdict
 from benchgate.cli.cluster import COMPILE_CODES, CONTROLLER_CODES, SUBMIT_CODES, compile_, controller, submit
 from benchgate.cli.comment import EPILOG as COMMENT_EPILOG
 from benchgate.cli.comment import comment
+from benchgate.cli.history import history_app
 from benchgate.cli.run_output import (
     print_next_steps,
     print_resumed_outcome,
@@ -44,7 +45,7 @@ from benchgate.cli.terminal import (
     parse_pairs,
 )
 from benchgate.cli.terminal import fail as _fail
-from benchgate.cli.tracking import SYNC_CODES, TRACKING_CODES, baseline_app, history, sync
+from benchgate.cli.tracking import SYNC_CODES, baseline_app, sync
 from benchgate.config import load_config
 from benchgate.errors import EXIT_BAD_INPUT, EXIT_RUN_FAILED, BenchgateError, ConfigError
 from benchgate.kfp.local_run import run_gate
@@ -322,7 +323,7 @@ def version() -> None:
 
 # The MLflow commands (cli/tracking.py), listed after the gate's own.
 app.add_typer(baseline_app, name="baseline")
-app.command(epilog=TRACKING_CODES)(history)
+app.add_typer(history_app, name="history")
 app.command(epilog=SYNC_CODES)(sync)
 app.command(name="comment", epilog=COMMENT_EPILOG)(comment)
 

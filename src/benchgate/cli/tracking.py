@@ -1,4 +1,4 @@
-"""The MLflow commands: `benchgate baseline show|promote`, `benchgate history`, `benchgate sync`.
+"""The MLflow commands: `benchgate baseline show|promote` and `benchgate sync` (history: cli/history.py).
 
 Each reads the same settings as `benchgate run` (config file, MLFLOW_TRACKING_URI, --tracking-uri), so
 they talk to the store the runs went to. An unreachable server is exit 3 after the bounded wait, a run
@@ -40,7 +40,7 @@ from benchgate.errors import (
     RunFailedError,
     SpoolEntryError,
 )
-from benchgate.kit.diskfaults import local_faults, writing
+from benchgate.kit.diskfaults import local_faults
 
 if TYPE_CHECKING:
     from benchgate.tracking.client import Tracker
@@ -86,11 +86,11 @@ WorkloadOption = Annotated[
 ]
 
 
-def _config(config: Path | None, tracking_uri: str | None) -> RunConfig:
+def tracking_config(config: Path | None, tracking_uri: str | None) -> RunConfig:
     return load_config(config, {"tracking.uri": tracking_uri})
 
 
-def _connect(cfg: RunConfig) -> Tracker:
+def connect(cfg: RunConfig) -> Tracker:
     from benchgate.tracking import client as tracking
 
     try:
@@ -100,7 +100,7 @@ def _connect(cfg: RunConfig) -> Tracker:
 
 
 @contextlib.contextmanager
-def _talking_to(tracker: Tracker) -> Iterator[None]:
+def talking_to(tracker: Tracker) -> Iterator[None]:
     """A server that stops answering after the connect is exit 3 with its error, not a traceback."""
     from benchgate.tracking import client as tracking
 
@@ -117,19 +117,19 @@ def _this_profile() -> str:
     return str(capture_environment()["machine_profile"])
 
 
-def _profile_runs(
+def profile_runs(
     config: Path | None, tracking_uri: str | None, profile: str | None, workload: str | None, **search: Any
 ) -> tuple[Tracker, str, list[Run]]:
     """The tracker, the profile (default: this machine's) and its gate runs, newest first."""
     from benchgate.tracking import read as tracking_read
 
-    tracker = _connect(_config(config, tracking_uri))
+    tracker = connect(tracking_config(config, tracking_uri))
     profile = profile or _this_profile()
-    with _talking_to(tracker):
+    with talking_to(tracker):
         return tracker, profile, tracking_read.gate_runs(tracker, profile, workload, **search)
 
 
-def _when(unix: float) -> str:
+def when(unix: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(unix))
 
 
@@ -149,8 +149,8 @@ def baseline_promote(
     from benchgate.tracking import read as tracking_read
 
     try:
-        tracker = _connect(_config(config, tracking_uri))
-        with _talking_to(tracker):
+        tracker = connect(tracking_config(config, tracking_uri))
+        with talking_to(tracker):
             run = tracking_read.promote(tracker, run_id, reason)
     except BenchgateError as exc:
         fail(exc)
@@ -174,7 +174,7 @@ def baseline_show(
     from benchgate.tracking import read as tracking_read
 
     try:
-        tracker, profile, runs = _profile_runs(
+        tracker, profile, runs = profile_runs(
             config, tracking_uri, profile, workload, baselines_only=True, limit=500
         )
     except BenchgateError as exc:
@@ -203,75 +203,11 @@ def baseline_show(
             run.info.run_id,
             tags.get(tracking.TAG_COMMIT, "")[:12],
             tags.get(tracking.TAG_BRANCH, ""),
-            _when(tracking_read.baseline_since(run)),
+            when(tracking_read.baseline_since(run)),
             tags.get(tracking.TAG_BASELINE_REASON, ""),
             rates,
         )
     console.print(table)
-
-
-HISTORY_COLUMNS = (
-    ("tok/s ws1", "ws1/tokens_per_s_p50", "{:,.0f}"),
-    ("step ms ws1", "ws1/step_time_ms_p50", "{:.1f}"),
-    ("mem MiB ws1", "ws1/peak_memory_mib", "{:,.0f}"),
-    ("scaling %", "scaling_efficiency_pct", "{:.1f}"),
-    ("perplexity", "eval/perplexity", "{:.4f}"),
-)
-
-
-def history(
-    profile: ProfileOption = None,
-    workload: WorkloadOption = None,
-    last: Annotated[int, typer.Option(min=1, max=500, metavar="N", help="How many of the newest runs.")] = 10,
-    png: Annotated[Path, typer.Option(metavar="FILE", help="Where to write the plot.")] = Path(
-        "benchgate-history.png"
-    ),
-    config: ConfigOption = None,
-    tracking_uri: UriOption = None,
-) -> None:
-    """The last runs of a machine profile: a table of key figures and a PNG of them over commits."""
-    from benchgate.publish.plots import history_png
-    from benchgate.tracking import client as tracking
-    from benchgate.tracking import read as tracking_read
-
-    try:
-        tracker, profile, runs = _profile_runs(config, tracking_uri, profile, workload, limit=last)
-    except BenchgateError as exc:
-        fail(exc)
-    if not runs:
-        console.print(f"no gate runs in MLflow for machine profile {profile!r} at {tracker.uri}")
-        raise typer.Exit(0)
-    points = [tracking_read.history_point(run) for run in reversed(runs)]  # oldest first
-    table = Table(title=f"history · {profile} · last {len(points)}", title_justify="left")
-    for column in (
-        "date",
-        "commit",
-        "branch",
-        "workload",
-        "verdict",
-        "baseline",
-        *(c[0] for c in HISTORY_COLUMNS),
-    ):
-        table.add_column(column)
-    for run, point in zip(reversed(runs), points, strict=True):
-        cells = [
-            fmt.format(point.figures[key]) if key in point.figures else "—" for _, key, fmt in HISTORY_COLUMNS
-        ]
-        table.add_row(
-            _when(point.created_unix),
-            (point.commit or "?")[:12],
-            point.branch or "",
-            run.data.tags.get(tracking.TAG_WORKLOAD, ""),
-            point.verdict or "",
-            "yes" if point.is_baseline else "",
-            *cells,
-        )
-    console.print(table)
-    try:
-        with writing("the plot", png):
-            console.print(f"plot: {history_png(points, png)}")
-    except BenchgateError as exc:
-        fail(exc)
 
 
 FromOption = Annotated[
@@ -337,7 +273,7 @@ def _send(cfg: RunConfig, entries: list[Path], owned: bool, damaged: list[str]) 
     from benchgate.tracking import client as tracking
     from benchgate.tracking.record import log_entry
 
-    tracker = _connect(cfg)
+    tracker = connect(cfg)
     sent = 0
     for index, entry in enumerate(entries):
         try:

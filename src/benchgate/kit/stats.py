@@ -2,7 +2,7 @@
 
 Consecutive training steps are autocorrelated (allocator warm-up, thermal drift, data-loader stalls), so an
 i.i.d. bootstrap would give confidence intervals that are too narrow; the interval of a run's median comes
-from a circular block bootstrap instead. The gate's decisions (benchgate.verdict) work on run-level
+from a circular block bootstrap instead. The gate's decisions (checks/, ab/) work on run-level
 figures with Student's t, because launches of identical code differ by more than their steps suggest.
 """
 

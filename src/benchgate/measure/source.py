@@ -176,6 +176,24 @@ def has_commit(repository: str, commit: str) -> bool:
     return done.returncode == 0
 
 
+def branch_commits(cwd: Path, limit: int = 10_000) -> list[str] | None:
+    """The commits of the branch checked out in `cwd`, oldest first along first parents (the order a
+    history is read in); None outside a git repository or where git fails."""
+    try:
+        done = subprocess.run(
+            ["git", "rev-list", "--first-parent", f"--max-count={limit}", "HEAD"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.split()[::-1]
+
+
 def remote_branch_head(repository: str, branch: str, timeout_s: float = 60.0) -> str:
     """The full SHA at the head of `branch` of `repository`, asked with `git ls-remote` (no clone)."""
     repository = validate_repository(repository)

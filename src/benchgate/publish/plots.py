@@ -196,11 +196,20 @@ def history_panels(points: Sequence[HistoryPoint], names: Sequence[str] | None =
     return [name for name in dict.fromkeys(names) if name in present]
 
 
-def history_png(points: list[HistoryPoint], path: Path, names: Sequence[str] | None = None) -> Path:
-    """Small multiples, one panel per figure name, of `points` oldest first; writes a PNG to `path`."""
+def history_png(
+    points: list[HistoryPoint],
+    path: Path,
+    names: Sequence[str] | None = None,
+    changes: Sequence[tuple[str, str | None]] = (),
+    keep_order: bool = False,
+) -> Path:
+    """Small multiples, one panel per figure name, of `points` oldest first (or as given, `keep_order`:
+    commit order); writes a PNG to `path`. `changes` (panel, run id) marks the run where a change point
+    starts with a dashed red line on that panel."""
     if not points:
         raise ValueError("no runs to plot")
-    ordered = oldest_first(points)
+    ordered = list(points) if keep_order else oldest_first(points)
+    where = {p.run_id: i for i, p in enumerate(ordered) if p.run_id}
     panels = history_panels(ordered, names)
     if not panels:
         raise ValueError(f"none of the runs has any of the figures {list(names or [])}")
@@ -213,11 +222,15 @@ def history_png(points: list[HistoryPoint], path: Path, names: Sequence[str] | N
     for ax, name in zip(axes.flat, panels, strict=False):
         _draw_series(ax, ordered, name, name, "C0", current_last=False)
         _commit_axis(ax, ordered, current_last=False, max_labels=8, xlabel=False)
+        for panel, run_id in changes:
+            if panel == name and run_id in where:
+                ax.axvline(where[run_id] - 0.5, color=_CURRENT_COLOR, linestyle="--", linewidth=1.2)
         ax.set_title(_plain(name), fontsize=10)
         ax.set_ylabel(_unit(name))
     for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
-    fig.suptitle(f"Key figures over {len(ordered)} runs (diamonds: baseline runs)")
+    marked = ", dashed: change points" if changes else ""
+    fig.suptitle(f"Key figures over {len(ordered)} runs (diamonds: baseline runs{marked})")
     fig.supxlabel("commit (oldest first)")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -116,6 +116,7 @@ class HistoryPoint:
     branch: str | None = None
     verdict: str | None = None
     is_baseline: bool = False
+    acknowledged: str | None = None  # why the change this run starts was accepted (history ack)
 
 
 def run_rate(metrics: dict[str, Any]) -> float:

@@ -48,6 +48,10 @@ TAG_BASELINE = "benchgate.baseline"
 TAG_BASELINE_SINCE = "benchgate.baseline_since_unix"
 TAG_BASELINE_REASON = "benchgate.baseline_reason"
 TAG_STAGE = "benchgate.stage"
+# An accepted change: who accepted it, why, when (`benchgate history ack`); history --check skips it.
+TAG_ACK_REASON = "benchgate.ack_reason"
+TAG_ACK_BY = "benchgate.ack_by"
+TAG_ACK_UNIX = "benchgate.ack_unix"
 TAG_FINGERPRINT = "benchgate.fingerprint."  # + the name: what A/B held fixed (fingerprint.py)
 TAG_COMMIT = "mlflow.source.git.commit"
 TAG_BRANCH = "mlflow.source.git.branch"

@@ -15,6 +15,9 @@ from benchgate.errors import BadInputError
 from benchgate.results.bundle import METRICS_FILE
 from benchgate.results.figures import HistoryPoint
 from benchgate.tracking.client import (
+    TAG_ACK_BY,
+    TAG_ACK_REASON,
+    TAG_ACK_UNIX,
     TAG_BASELINE,
     TAG_BASELINE_REASON,
     TAG_BASELINE_SINCE,
@@ -90,6 +93,7 @@ def history_point(run: Run) -> HistoryPoint:
         branch=tags.get(TAG_BRANCH) or None,
         verdict=tags.get(TAG_VERDICT),
         is_baseline=tags.get(TAG_BASELINE) == "true",
+        acknowledged=tags.get(TAG_ACK_REASON),
     )
 
 
@@ -112,7 +116,7 @@ def get_gate_run(tracker: Tracker, run_id: str) -> Run:
         raise BadInputError(f"RUN_ID: got {run_id!r} (no such run at {tracker.uri})") from None
     if run.data.tags.get(TAG_KIND) != "gate":
         raise BadInputError(
-            f"RUN_ID: got {run_id!r} (not a benchgate gate run: promote the parent run, not a stage)"
+            f"RUN_ID: got {run_id!r} (not a benchgate gate run: name the parent run, not a stage)"
         )
     if run.info.status != "FINISHED":
         raise BadInputError(f"RUN_ID: got {run_id!r} (its status is {run.info.status}, not FINISHED)")
@@ -127,6 +131,17 @@ def promote(tracker: Tracker, run_id: str, reason: str) -> Run:
         TAG_BASELINE_SINCE: repr(time.time()),
         TAG_BASELINE_REASON: reason,
     }.items():
+        tracker.client.set_tag(run_id, key, value)
+    return tracker.client.get_run(run_id)
+
+
+def acknowledge(tracker: Tracker, run_id: str, reason: str, by: str) -> Run:
+    """Accept the change a gate run starts (a known, wanted slowdown): history --check stops alerting
+    on it. The reason and who gave it stay on the run as tags."""
+    if not reason.strip():
+        raise BadInputError("--reason: got an empty text (say why the change is accepted)")
+    get_gate_run(tracker, run_id)
+    for key, value in {TAG_ACK_REASON: reason, TAG_ACK_BY: by, TAG_ACK_UNIX: repr(time.time())}.items():
         tracker.client.set_tag(run_id, key, value)
     return tracker.client.get_run(run_id)
 

@@ -1,0 +1,236 @@
+"""`benchgate history`: a profile's last runs in MLflow as a table and a PNG; with `--changes` the
+change points of each figure over them (history/series.py: where the level moved, by how much, how
+surely); with `--check` exit 1 on a regression among the newest runs that nobody acknowledged, and
+`benchgate history ack RUN_ID --reason TEXT` to accept one.
+
+Runs are read in their commit's order on the branch checked out where the command runs (first parents),
+falling back to start time when a run's commit is not on it. Exit codes are those of the other MLflow
+commands (cli/tracking.py).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+
+from benchgate.cli.terminal import (
+    APP_SETTINGS,
+    BAD_INPUT,
+    OK,
+    RUN_FAILED,
+    PlainCommand,
+    console,
+    exit_codes,
+    fail,
+)
+from benchgate.cli.tracking import (
+    ConfigOption,
+    ProfileOption,
+    UriOption,
+    WorkloadOption,
+    connect,
+    profile_runs,
+    talking_to,
+    tracking_config,
+    when,
+)
+from benchgate.errors import EXIT_REGRESSION, BenchgateError
+from benchgate.kit.diskfaults import writing
+
+if TYPE_CHECKING:
+    from benchgate.history.series import FigureChange
+    from benchgate.results.figures import HistoryPoint
+
+HISTORY_COLUMNS = (
+    ("tok/s ws1", "ws1/tokens_per_s_p50", "{:,.0f}"),
+    ("step ms ws1", "ws1/step_time_ms_p50", "{:.1f}"),
+    ("mem MiB ws1", "ws1/peak_memory_mib", "{:,.0f}"),
+    ("scaling %", "scaling_efficiency_pct", "{:.1f}"),
+    ("perplexity", "eval/perplexity", "{:.4f}"),
+)
+# Without --changes a glance at the newest runs; with it, enough runs for a level to show.
+LAST_RUNS, LAST_RUNS_FOR_CHANGES = 10, 100
+HISTORY_CODES = exit_codes(
+    OK,
+    (EXIT_REGRESSION, "--check: a regression starts in one of the newest runs and nobody acknowledged it"),
+    (BAD_INPUT[0], "bad input: a flag or the config file, or a run id or profile MLflow does not have"),
+    RUN_FAILED,
+)
+history_app = typer.Typer(
+    help="The last runs of a machine profile: a table of key figures and a PNG of them over commits; "
+    "their change points (--changes); the nightly check (--check); accepting a change (ack).",
+    epilog=HISTORY_CODES,
+    invoke_without_command=True,
+    **APP_SETTINGS,
+)
+
+
+@history_app.callback(epilog=HISTORY_CODES)
+def history(
+    ctx: typer.Context,
+    profile: ProfileOption = None,
+    workload: WorkloadOption = None,
+    last: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=500,
+            metavar="N",
+            help=f"How many of the newest runs.  "
+            f"[default: {LAST_RUNS}, with --changes {LAST_RUNS_FOR_CHANGES}]",
+        ),
+    ] = None,
+    changes: Annotated[
+        bool,
+        typer.Option(
+            "--changes",
+            help="Also find the change points of each figure over these runs (E-divisive means, "
+            "permutation p-values; docs/design.md).  [default: off]",
+        ),
+    ] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Exit 1 when a regression (a change point for the worse) starts in one of the newest "
+            "--recent runs and was not acknowledged (`history ack`). Implies --changes.  [default: off]",
+        ),
+    ] = False,
+    recent: Annotated[
+        int, typer.Option(min=1, metavar="N", help="--check looks at changes starting in the newest N runs.")
+    ] = 10,
+    png: Annotated[Path, typer.Option(metavar="FILE", help="Where to write the plot.")] = Path(
+        "benchgate-history.png"
+    ),
+    config: ConfigOption = None,
+    tracking_uri: UriOption = None,
+) -> None:
+    """The last runs of a machine profile: a table of key figures and a PNG of them over commits."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from benchgate.history.series import in_commit_order
+    from benchgate.measure.source import branch_commits
+    from benchgate.publish.plots import history_png
+    from benchgate.tracking import client as tracking
+    from benchgate.tracking import read as tracking_read
+
+    changes = changes or check
+    limit = last or (LAST_RUNS_FOR_CHANGES if changes else LAST_RUNS)
+    try:
+        tracker, profile, runs = profile_runs(config, tracking_uri, profile, workload, limit=limit)
+    except BenchgateError as exc:
+        fail(exc)
+    if not runs:
+        console.print(f"no gate runs in MLflow for machine profile {profile!r} at {tracker.uri}")
+        raise typer.Exit(0)
+    workloads = {run.info.run_id: run.data.tags.get(tracking.TAG_WORKLOAD, "") for run in runs}
+    points = in_commit_order([tracking_read.history_point(run) for run in runs], branch_commits(Path.cwd()))
+    table = Table(title=f"history · {profile} · last {len(points)}", title_justify="left")
+    for column in ("date", "commit", "branch", "workload", "verdict", "baseline"):
+        table.add_column(column)
+    for column, _, _ in HISTORY_COLUMNS:
+        table.add_column(column)
+    for point in points:
+        cells = [
+            fmt.format(point.figures[key]) if key in point.figures else "—" for _, key, fmt in HISTORY_COLUMNS
+        ]
+        table.add_row(
+            when(point.created_unix),
+            (point.commit or "?")[:12],
+            point.branch or "",
+            workloads.get(str(point.run_id), ""),
+            point.verdict or "",
+            "yes" if point.is_baseline else "",
+            *cells,
+        )
+    console.print(table)
+    found = _print_changes(points, len(set(workloads.values())) > 1) if changes else []
+    try:
+        with writing("the plot", png):
+            marks = [(change.panel, change.run.run_id) for change in found]
+            console.print(f"plot: {history_png(points, png, changes=marks, keep_order=True)}")
+    except BenchgateError as exc:
+        fail(exc)
+    if check:
+        _check(found, points, recent)
+
+
+def _print_changes(points: list[HistoryPoint], mixed_workloads: bool) -> list[FigureChange]:
+    from benchgate.history.series import figure_changes
+
+    if mixed_workloads:
+        console.print("note: these runs are of several workloads; pass --workload NAME to see one's changes")
+    found = figure_changes(points)
+    if not found:
+        console.print(f"change points: none in {len(points)} runs (at the 1% level)")
+        return found
+    table = Table(title="change points (the first run at the new level)", title_justify="left")
+    for column in ("figure", "commit", "date", "change", "95% CI", "p", "runs before/after", "", "run"):
+        table.add_column(column)
+    for change in found:
+        point = change.point
+        table.add_row(
+            change.figure,
+            (change.run.commit or "?")[:12],
+            when(change.run.created_unix),
+            f"{point.change_pct:+.1f}%",
+            f"[{point.ci_low_pct:+.1f}, {point.ci_high_pct:+.1f}]%",
+            f"{point.p_value:.3f}",
+            f"{point.n_before}/{point.n_after}",
+            _label(change),
+            str(change.run.run_id or ""),
+        )
+    console.print(table)
+    return found
+
+
+def _label(change: FigureChange) -> str:
+    if not change.is_regression:
+        return ""
+    if change.run.acknowledged:
+        return f"regression (acknowledged: {change.run.acknowledged})"
+    return "[red]regression[/]"
+
+
+def _check(found: list[FigureChange], points: list[HistoryPoint], recent: int) -> None:
+    from benchgate.history.series import unacknowledged_regressions
+
+    alerts = unacknowledged_regressions(found, points, recent)
+    if not alerts:
+        newest = min(recent, len(points))
+        console.print(f"check: no unacknowledged regression starts in the newest {newest} runs")
+        return
+    for change in alerts:
+        console.print(
+            f"check: regression of {change.figure} by {change.point.change_pct:+.1f}% from commit "
+            f"{(change.run.commit or '?')[:12]} (run {change.run.run_id}); if it is wanted, accept it with "
+            f"`benchgate history ack {change.run.run_id} --reason TEXT`",
+            markup=False,
+            soft_wrap=True,  # one line, so that the command can be copied whole
+        )
+    raise typer.Exit(EXIT_REGRESSION)
+
+
+@history_app.command("ack", cls=PlainCommand, epilog=exit_codes(OK, BAD_INPUT, RUN_FAILED))
+def ack(
+    run_id: Annotated[str, typer.Argument(metavar="RUN_ID", help="The gate run where the change starts.")],
+    reason: Annotated[str, typer.Option(metavar="TEXT", help="Why the change is accepted.")],
+    config: ConfigOption = None,
+    tracking_uri: UriOption = None,
+) -> None:
+    """Accept the change a gate run starts: `history --check` stops failing on it. Who (USER) and why
+    stay on the run as MLflow tags."""
+    from benchgate.tracking import read as tracking_read
+
+    who = os.environ.get("USER") or os.environ.get("USERNAME") or "unknown"
+    try:
+        tracker = connect(tracking_config(config, tracking_uri))
+        with talking_to(tracker):
+            tracking_read.acknowledge(tracker, run_id, reason, who)
+    except BenchgateError as exc:
+        fail(exc)
+    console.print(f"acknowledged: run {run_id} ({reason}, by {who})", markup=False)

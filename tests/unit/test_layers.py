@@ -96,3 +96,15 @@ def test_a_violation_fails_lint(
     assert result.returncode == 1, result.stdout + result.stderr
     broken = result.stdout.split("Broken contracts", 1)[1]
     assert contract in broken and chain in broken, broken
+
+
+def test_the_bundled_data_is_read_by_the_workloads_layer_only() -> None:
+    """src/benchgate/data/ holds no Python, so no import contract sees it: it belongs to workloads/, and
+    only workloads/shard.py opens it (pyproject.toml says so beside the contracts)."""
+    marks = ('/ "data"', "data/shard", "probes.json")
+    readers = sorted(
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if any(mark in path.read_text() for mark in marks)
+    )
+    assert readers == ["workloads/shard.py"]

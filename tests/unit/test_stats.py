@@ -13,6 +13,7 @@ from benchgate.kit.stats import (
     relative_change_pct,
     summarize,
     t_quantile,
+    welch_difference,
 )
 
 
@@ -312,3 +313,15 @@ def test_relative_change_pct_values(baseline: float, current: float, expected: f
 def test_relative_change_pct_rejects_zero_baseline() -> None:
     with pytest.raises(ValueError, match="baseline is 0"):
         relative_change_pct(0.0, 1.0)
+
+
+def test_welch_difference_matches_scipys_welch_test() -> None:
+    from scipy import stats as scipy_stats
+
+    a, b = [1.0, 1.2, 0.9, 1.1, 1.05], [1.4, 1.3, 1.6, 1.45]
+    diff, se, df = welch_difference(a, b)
+    welch = scipy_stats.ttest_ind(b, a, equal_var=False)
+    assert diff / se == pytest.approx(welch.statistic, rel=1e-12)
+    assert df == pytest.approx(welch.df, rel=1e-12)
+    with pytest.raises(ValueError, match="at least 2 values"):
+        welch_difference([1.0], b)

@@ -62,12 +62,7 @@ def from_ab(
     """From the A/B round figures (log changes of tokens/s) at ws=1 and ws=N; None with < 2 rounds each."""
     if len(rounds_1) < 2 or len(rounds_n) < 2:
         return None
-    v1 = statistics.variance(rounds_1) / len(rounds_1)
-    vn = statistics.variance(rounds_n) / len(rounds_n)
-    d = statistics.fmean(rounds_n) - statistics.fmean(rounds_1)
-    se = math.sqrt(v1 + vn)
-    # Welch-Satterthwaite degrees of freedom of the difference of two means.
-    df = (v1 + vn) ** 2 / (v1**2 / (len(rounds_1) - 1) + vn**2 / (len(rounds_n) - 1)) if se > 0 else 1e9
+    d, se, df = stats.welch_difference(rounds_1, rounds_n)
     t = stats.t_quantile(confidence, max(df, 1.0))
 
     def pts(log_change: float) -> float:

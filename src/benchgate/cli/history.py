@@ -160,13 +160,14 @@ def history(
 
 
 def _print_changes(points: list[HistoryPoint], mixed_workloads: bool) -> list[FigureChange]:
+    from benchgate.history.changes import ALPHA
     from benchgate.history.series import figure_changes
 
     if mixed_workloads:
         console.print("note: these runs are of several workloads; pass --workload NAME to see one's changes")
     found = figure_changes(points)
     if not found:
-        console.print(f"change points: none in {len(points)} runs (at the 1% level)")
+        console.print(f"change points: none in {len(points)} runs (at the {ALPHA:.0%} level)")
         return found
     table = Table(title="change points (the first run at the new level)", title_justify="left")
     for column in ("figure", "commit", "date", "change", "95% CI", "p", "runs before/after", "", "run"):

@@ -121,17 +121,8 @@ def best_split(
 def _describe(
     logs: FloatArray, start: int, index: int, end: int, p_value: float, confidence: float
 ) -> ChangePoint:
-    before, after = logs[start:index], logs[index:end]
-    diff = float(after.mean() - before.mean())
-    var_b = float(before.var(ddof=1)) / len(before)
-    var_a = float(after.var(ddof=1)) / len(after)
-    se = math.sqrt(var_b + var_a)
-    if se > 0:
-        # Welch-Satterthwaite degrees of freedom for the difference of the two means.
-        df = (var_b + var_a) ** 2 / (var_b**2 / (len(before) - 1) + var_a**2 / (len(after) - 1))
-        half = stats.t_quantile(0.5 + confidence / 2, df) * se
-    else:
-        half = 0.0
+    diff, se, df = stats.welch_difference(logs[start:index], logs[index:end])
+    half = stats.t_quantile(0.5 + confidence / 2, df) * se
     pct = lambda log_ratio: 100.0 * math.expm1(log_ratio)  # noqa: E731
     return ChangePoint(index, start, end, pct(diff), pct(diff - half), pct(diff + half), p_value, confidence)
 

@@ -260,6 +260,18 @@ def linear_slope(y: Samples, x: Samples | None = None, confidence: float = 0.95)
     return SlopeFit(slope, intercept, stderr, slope - half, slope + half, n)
 
 
+def welch_difference(a: Samples, b: Samples) -> tuple[float, float, float]:
+    """mean(b) - mean(a), its standard error and its Welch-Satterthwaite degrees of freedom (a very large
+    number where both spreads are zero), for an interval of the difference of two means."""
+    xa, xb = _as_array(a, "a"), _as_array(b, "b")
+    if len(xa) < 2 or len(xb) < 2:
+        raise ValueError(f"each side needs at least 2 values for its spread, got {len(xa)} and {len(xb)}")
+    va, vb = float(xa.var(ddof=1)) / len(xa), float(xb.var(ddof=1)) / len(xb)
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (len(xa) - 1) + vb**2 / (len(xb) - 1)) if se > 0 else 1e9
+    return float(xb.mean() - xa.mean()), se, df
+
+
 def relative_change_pct(baseline: float, current: float) -> float:
     """Percentage change from baseline to current; positive means current is larger."""
     if baseline == 0:

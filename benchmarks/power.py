@@ -8,6 +8,8 @@ harness imports the workload from there (benchgate.ab.runner.Side.source_paths).
                                                           back-to-back launches, gpt-tiny and fast-step
     python benchmarks/power.py resample   [--trials 10000] [--pools pool-stack70.json,...]  the rule's
                                           error rates: slowdowns injected into recorded pinned rounds
+    python benchmarks/power.py creep      [--trials 10000] [--pools ...] [--history 3,10]  the creep
+                                          row's error rates on the same pools (creep_rates.py)
     python benchmarks/power.py power      [--trials 6] [--tolerance 5] [--levels 0,3,5,10,20]
                                           [--modes screen,ab]  real decisions per level and mode,
                                                           interleaved in random order
@@ -543,6 +545,13 @@ def _print_power(results: list[dict[str, Any]]) -> None:
             )
 
 
+def cmd_creep(args: argparse.Namespace) -> None:
+    """The creep row's FAIL and INFO rates, unchanged and slowed, on the resample mode's pools."""
+    from creep_rates import cmd_creep as creep  # benchmarks/creep_rates.py, beside this script
+
+    creep(args)
+
+
 def cmd_outage(args: argparse.Namespace) -> None:
     """MLflow down and an empty store: nothing can be compared, so no level may PASS (it would be a
     regression passing as a first run); each run goes through the whole local pipeline."""
@@ -622,6 +631,10 @@ def main() -> None:
     resample = sub.add_parser("resample")
     resample.add_argument("--trials", type=int, default=10000)
     resample.add_argument("--pools", default="pool-stack70.json,pool-stack350.json")
+    creep = sub.add_parser("creep")
+    creep.add_argument("--trials", type=int, default=10000)
+    creep.add_argument("--pools", default="pool-stack70.json,pool-stack350.json")
+    creep.add_argument("--history", default="3,10", help="earlier baseline runs behind the noise")
     sub.add_parser("decisions").add_argument("--trials", type=int, default=3)
     sub.add_parser("gpt-tiny-time").add_argument("--trials", type=int, default=3)
     power = sub.add_parser("power")
@@ -634,7 +647,7 @@ def main() -> None:
     outage.add_argument("--levels", default="0,10,20", help="e.g. 0,10")
     args = parser.parse_args()
     RESULTS.mkdir(exist_ok=True)
-    commands = {"noise": cmd_noise, "resample": cmd_resample}
+    commands = {"noise": cmd_noise, "resample": cmd_resample, "creep": cmd_creep}
     commands["record-pool"] = cmd_record_pool
     commands["decisions"] = cmd_decisions
     commands["gpt-tiny-time"] = cmd_gpt_tiny_time

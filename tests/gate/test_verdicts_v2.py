@@ -15,9 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_ab import git, run, timing_row
+from test_ab import run, timing_row
 
 from benchgate.kit.files import read_json
+from stack_repo import git
 
 # `layers` layers on every step; every `every`-th step also runs `extra` more (a periodic job's cost).
 WORKLOAD = """

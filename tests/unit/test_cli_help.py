@@ -66,7 +66,9 @@ def test_help_has_plain_metavars_defaults_and_exit_codes(path: tuple[str, ...], 
             assert "default" in param_help.lower() or param.required, f"{param.name}: {param_help!r}"
     usage = next(line for line in text.splitlines() if line.startswith("Usage:"))
     assert not re.search(r"[<{]", usage), usage
-    assert set(re.findall(r"\[[^\]]*\]", usage)) <= {"[OPTIONS]", "[ARGS]"}, usage
+    # In brackets: [OPTIONS], [ARGS], or an optional argument's metavar in capitals ([RUN_ID]), never a type.
+    bracketed = re.findall(r"\[[^\]]*\]", usage)
+    assert all(re.fullmatch(r"\[(OPTIONS|ARGS|[A-Z][A-Z_]*)\]", word) for word in bracketed), usage
 
 
 @pytest.mark.parametrize(("path", "command"), ALL, ids=IDS)

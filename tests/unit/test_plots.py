@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +16,10 @@ from benchgate.checks.compare import compare
 from benchgate.config import Tolerances
 from benchgate.publish.html_report import html_report
 from benchgate.publish.plots import _unit, current_point, history_panels, history_png
+from benchgate.publish.report_changes import report_history
 from benchgate.results.bundle import Bundle
 from benchgate.results.comparison import Check, Comparison
-from benchgate.results.figures import HistoryPoint
+from benchgate.results.figures import HistoryPoint, run_figures
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PROFILE = "cpu-Test-x2_torch2.13.0"
@@ -222,3 +225,110 @@ def test_html_report_of_a_pass_has_no_next_step() -> None:
     page = html_report(current, comparison, None, [])
     assert 'class="next"' not in page.split("<style>")[1].split("</style>")[1]
     assert "<details>" not in page
+
+
+def logged_history(step_s: list[float], acknowledged: dict[int, str] | None = None) -> list[HistoryPoint]:
+    """Gate runs of commits c0, c1, ... with these step times, as the report gets them: the parent run's
+    metrics read back by tracking.read.history_point, kept in tracking.json and read again. They started
+    out of commit order (as reruns and backfills do), so only the commit order finds a clean step."""
+    from mlflow.entities import Metric, Run, RunData, RunInfo, RunTag
+
+    from benchgate.tracking import client as tracking
+    from benchgate.tracking.read import history_point
+
+    points = []
+    for i, step in enumerate(step_s):
+        figures = run_figures(bundle(100 + i, sizes=(1,), step_s=step))
+        started_ms = 1_700_000_000_000 + 1000 * ((i * 5) % len(step_s))
+        tags = [RunTag(tracking.TAG_COMMIT, commit_of(i)), RunTag(tracking.TAG_BRANCH, "main")]
+        tags += (
+            [RunTag(tracking.TAG_ACK_REASON, (acknowledged or {})[i])] if i in (acknowledged or {}) else []
+        )
+        info = RunInfo(f"run{i:02d}", "0", "ci", "FINISHED", started_ms, started_ms + 1000, "active")
+        run = Run(info, RunData(metrics=[Metric(k, v, started_ms, 0) for k, v in figures.items()], tags=tags))
+        points.append(HistoryPoint(**dataclasses.asdict(history_point(run))))
+    return points
+
+
+def commit_of(i: int) -> str:
+    return f"{i:02d}" * 20
+
+
+def change_rows(page: str) -> list[str]:
+    section = page.split("<h2>Change points over these runs</h2>", 1)[1].split("<h2>", 1)[0]
+    return re.findall(r"<tr><td>.*?</tr>", section)
+
+
+def test_html_report_marks_and_lists_a_level_shift_at_its_commit() -> None:
+    """Eleven runs, every step 25% slower from the seventh commit on, and this run as slow: the table
+    names that commit, the change, and that it is a regression nobody acknowledged."""
+    steps = [0.1] * 6 + [0.125] * 5
+    history_points = logged_history(steps)
+    order = [commit_of(i) for i in range(len(steps))] + ["0123456789abcdef"]
+    current = bundle(2, sizes=(1,), step_s=0.125)
+    comparison = compare(None, current, Tolerances())
+    page = html_report(current, comparison, None, history_points, commit_order=order)
+    (row,) = change_rows(page)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+    assert cells[0] == "tokens/s ws=1"
+    assert cells[1] == f"<code>{commit_of(6)[:12]}</code>"
+    assert float(cells[2].rstrip("%")) == pytest.approx(-20.0, abs=2.0)  # 1/1.25 - 1
+    assert cells[5] == "6/6" and cells[6] == "yes" and cells[7] == "" and cells[8] == "run06"
+    assert '<td style="font-weight:bold;color:#cf222e">yes</td>' in row
+    assert "benchgate history ack RUN_ID --reason TEXT" in page
+    # Marked on the throughput plot at the first slow run, where the table says.
+    marks = report_history(history_points, current_point(current, comparison), order).marks()
+    assert marks == [("ws1/tokens_per_s_p50", 6)]
+    assert len(images(page)) == 2
+
+    acked = logged_history(steps, acknowledged={6: "bigger model, on purpose"})
+    (row,) = change_rows(html_report(current, comparison, None, acked, commit_order=order))
+    assert "<td>bigger model, on purpose</td>" in row and "color:#cf222e" not in row
+
+
+def test_html_report_says_none_without_a_change_and_why_with_too_few_runs() -> None:
+    current = bundle(2, sizes=(1,), step_s=0.1)
+    comparison = compare(None, current, Tolerances())
+    steady = html_report(current, comparison, None, logged_history([0.1] * 11))
+    assert change_rows(steady) == []
+    assert "<p>Change points: none in 12 runs (at the 1% level).</p>" in steady
+    few = html_report(current, comparison, None, history(4, sizes=(1,)))
+    assert "Change points: none in 5 runs (a change needs at least 3 runs on each side of it)" in few
+
+
+def test_the_publish_stage_orders_the_reports_history_by_the_branch_it_runs_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """write_report reads the history from tracking.json and the commit order from the checkout it runs
+    in (a real git repository): there the step shows at its commit; outside it, by start time, not."""
+    from benchgate.kit.files import write_json
+    from benchgate.publish.stage import write_report
+    from conftest import make_config
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for args in (["init", "-q"], ["config", "user.email", "ci@example.com"], ["config", "user.name", "CI"]):
+        subprocess.run(["git", *args], cwd=repo, check=True)
+    for i in range(11):
+        subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", f"c{i}"], cwd=repo, check=True)
+    done = subprocess.run(["git", "rev-list", "--reverse", "HEAD"], cwd=repo, capture_output=True, text=True)
+    commits = done.stdout.split()
+    points = logged_history([0.1] * 6 + [0.125] * 5)
+    points = [dataclasses.replace(p, commit=commits[int(str(p.run_id)[3:])]) for p in points]
+    run_dir = tmp_path / "out"
+    run_dir.mkdir()
+    current = bundle(2, sizes=(1,), step_s=0.125, commit=commits[-1])
+    write_json(run_dir / "env.json", current.env)
+    write_json(
+        run_dir / "metrics-ws1.json", {**current.metrics[1], "schema_version": 1, "machine_profile": PROFILE}
+    )
+    write_json(run_dir / "compare.json", compare(None, current, Tolerances()).to_dict())
+    write_json(run_dir / "tracking.json", {"history": [dataclasses.asdict(p) for p in points]})
+    config = make_config(tmp_path)
+
+    monkeypatch.chdir(repo)
+    rows = change_rows(write_report(config, run_dir).read_text(encoding="utf-8"))
+    assert [re.findall(r"<code>(\w+)</code>", row) for row in rows] == [[commits[6][:12]]]
+    monkeypatch.chdir(tmp_path)  # no repository: start time, which here is no clean step
+    page = write_report(config, run_dir).read_text(encoding="utf-8")
+    assert commits[6][:12] not in "".join(change_rows(page))

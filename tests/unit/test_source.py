@@ -136,9 +136,12 @@ def test_use_source_puts_the_checkout_first_on_the_import_paths(
     repo, _, second = _repo_with_two_commits(tmp_path / "repo")
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.setenv("PYTHONPATH", "/already/there")
+    monkeypatch.delenv("PYTHONSAFEPATH", raising=False)  # restored after: use_source sets it
     root = use_source(f"file://{repo}", second, tmp_path / "ws")
     assert root is not None and sys.path[0] == str(root)
     assert os.environ["PYTHONPATH"].split(os.pathsep) == [str(root), "/already/there"]
+    # Children started with `python -m` do not put their working directory ahead of the checkout.
+    assert os.environ["PYTHONSAFEPATH"] == "1"
     assert use_source("", "", tmp_path / "unused") is None
 
 

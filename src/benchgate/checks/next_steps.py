@@ -17,6 +17,9 @@ way a row becomes UNKNOWN has its own answer:
     no baseline here and MLflow unreachable      (compare.without_reachable_baseline: rows that would
                                                  be NEW) -> fix the connection, or `--no-tracking`
 
+A creep row (checks/creep.py) is never UNKNOWN (undecided, it is INFO); its FAIL points to where the
+level moved (`benchgate history --changes`) and to re-pinning the anchor once a slowdown is accepted.
+
 The rows are recognised by the words their producers write (decided_by, the reasons' config keys, the
 notes); tests/unit/test_next_steps.py builds each row with those producers, so a reworded note breaks
 a test, not the advice. Pure: no file or network is read; `out_dir` only names the run's directory.
@@ -27,7 +30,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from benchgate.results.comparison import TIMING, Check, Comparison
+from benchgate.results.comparison import CREEP, TIMING, Check, Comparison
 
 # The notes and reasons that name a cause (see the module docstring for who writes each).
 UNREACHABLE_NOTE = "baseline unreachable"  # compare.without_reachable_baseline, on each row
@@ -39,6 +42,7 @@ DEFAULT_BASE = "origin/main"
 
 _ROUNDS = re.compile(r"(\d+) rounds")
 _UNSEEN = re.compile(r"the baseline run had (.+?); re-measure")
+_ANCHOR = re.compile(r"since the anchor \((.+?)\)")  # checks/creep.py, first in a creep row's note
 
 
 def next_steps(comparison: Comparison, out_dir: Path | None) -> list[str]:
@@ -129,16 +133,30 @@ def _base_step(rows: list[Check]) -> str:
 
 def _fail_steps(comparison: Comparison, where: str) -> list[str]:
     failed = [c for c in comparison.checks if c.status == "FAIL"]
+    steps = []
     by_ab = [c for c in failed if c.metric == TIMING and c.decided_by == "ab"]
     if by_ab:
         ws = by_ab[0].world_size
-        return [
+        steps.append(
             f"the A/B rounds behind the FAIL are in {where}/ab/ws{ws}/ab.json; report.html shows them "
             "(and the trace, where recorded, shows which steps slowed)"
-        ]
-    if any(c.metric == TIMING and c.decided_by == "screen" for c in failed):
-        return [
+        )
+    elif any(c.metric == TIMING and c.decided_by == "screen" for c in failed):
+        steps.append(
             "the stored-baseline screen decided this FAIL; confirm it side by side with "
             f"`benchgate run --base {DEFAULT_BASE}`"
-        ]
-    return []
+        )
+    crept = [c for c in failed if c.metric == CREEP]
+    if crept:
+        steps.append(_creep_step(crept))
+    return steps
+
+
+def _creep_step(rows: list[Check]) -> str:
+    found = _ANCHOR.search(rows[0].note)
+    anchor = f" ({found.group(1)})" if found else ""
+    return (
+        f"slower than the pinned anchor{anchor} beyond the tolerance{_sizes(rows)}, though the commits "
+        "since may each have passed: `benchgate history --changes` shows where the level moved; once a "
+        "slowdown is accepted, pin a newer run with `benchgate baseline anchor RUN_ID`"
+    )

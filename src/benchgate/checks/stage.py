@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from benchgate.checks.compare import compare, without_reachable_baseline
+from benchgate.checks.creep import with_creep
 from benchgate.checks.tables import markdown
 from benchgate.config import RunConfig
 from benchgate.kit.diskfaults import writing
 from benchgate.kit.files import write_json, write_text
 from benchgate.results.bundle import Bundle, load_bundle
 from benchgate.results.comparison import Comparison
+from benchgate.store.anchor import find_anchor
 from benchgate.store.baseline import find_baseline
 
 
@@ -28,7 +30,8 @@ def write_comparison(run_dir: Path, comparison: Comparison) -> None:
 def stage_compare(
     config: RunConfig, run_dir: Path, tracking_state: dict[str, Any] | None = None
 ) -> tuple[Comparison, Bundle, Bundle | None]:
-    """Compare the run in `run_dir` with its baseline; writes compare.json and compare.md.
+    """Compare the run in `run_dir` with its baseline (and its anchor: creep rows); writes compare.json
+    and compare.md.
 
     `tracking_state` is what `tracking/refresh.py` saw of MLflow: when it was unreachable and the
     store has no baseline, nothing is NEW, it is UNKNOWN (see `compare.without_reachable_baseline`)."""
@@ -37,6 +40,9 @@ def stage_compare(
     assert workload is not None
     baseline = find_baseline(config.gate.baseline_dir, current.machine_profile, workload)
     comparison = compare(baseline, current, config.gate.tolerances)
+    # Beside each timing row, the run against the pinned anchor, if there is one (checks/creep.py).
+    anchor = find_anchor(config.gate.baseline_dir, current.machine_profile, workload)
+    comparison = with_creep(comparison, anchor, baseline, current, config.gate.tolerances)
     comparison.on_unknown = config.gate.on_unknown
     skipped = eval_skipped(config, current)
     if skipped is not None:

@@ -1,2 +1,1 @@
-"""The `benchgate` command: one thin module per group of commands over the stages, kfp/ and controller/.
-"""
+"""The `benchgate` command: one thin module per group of commands over the stages, kfp/ and controller/."""

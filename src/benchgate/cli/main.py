@@ -22,6 +22,9 @@ from benchgate._version import __version__
 from benchgate.checks.compare import compare as compare_bundles
 from benchgate.checks.stage import write_comparison
 from benchgate.checks.tables import print_verdict
+from benchgate.cli.anchor import baseline_anchor
+from benchgate.cli.backfill import BACKFILL_CODES, backfill
+from benchgate.cli.bisect import BISECT_CODES, bisect
 from benchgate.cli.cluster import COMPILE_CODES, CONTROLLER_CODES, SUBMIT_CODES, compile_, controller, submit
 from benchgate.cli.comment import EPILOG as COMMENT_EPILOG
 from benchgate.cli.comment import comment
@@ -37,6 +40,8 @@ from benchgate.cli.terminal import (
     GATE_CODES,
     OK,
     PlainCommand,
+    WorkloadArgOption,
+    WorkloadFactoryOption,
     config_option,
     console,
     errors,
@@ -45,7 +50,7 @@ from benchgate.cli.terminal import (
     parse_pairs,
 )
 from benchgate.cli.terminal import fail as _fail
-from benchgate.cli.tracking import SYNC_CODES, baseline_app, sync
+from benchgate.cli.tracking import SYNC_CODES, TRACKING_CODES, baseline_app, sync
 from benchgate.config import load_config
 from benchgate.errors import EXIT_BAD_INPUT, EXIT_RUN_FAILED, BenchgateError, ConfigError
 from benchgate.kfp.local_run import run_gate
@@ -105,18 +110,8 @@ def run(
     config: Annotated[
         Path | None, option(metavar="FILE", text="TOML config file; flags override it.", default="none")
     ] = None,
-    workload: Annotated[
-        str | None, config_option(metavar="MODULE:FUNCTION", text="Workload factory.", key="bench.workload")
-    ] = None,
-    workload_arg: Annotated[
-        list[str] | None,
-        config_option(
-            "--workload-arg",
-            metavar="KEY=VALUE",
-            text="An argument of the workload factory; repeatable.",
-            key="bench.workload_args",
-        ),
-    ] = None,
+    workload: WorkloadFactoryOption = None,
+    workload_arg: WorkloadArgOption = None,
     steps: Annotated[
         int | None, config_option(metavar="N", text="Measured steps per world size.", key="bench.steps")
     ] = None,
@@ -296,6 +291,9 @@ def compare(
     raise typer.Exit(comparison.exit_code)
 
 
+# `baseline anchor` (cli/anchor.py) beside `baseline show` and `promote` (cli/tracking.py).
+baseline_app.command("anchor", cls=PlainCommand, epilog=TRACKING_CODES)(baseline_anchor)
+
 # The cluster commands (cli/cluster.py), after the gate's local ones.
 app.command(epilog=SUBMIT_CODES)(submit)
 app.command(name="compile", epilog=COMPILE_CODES)(compile_)
@@ -324,6 +322,8 @@ def version() -> None:
 # The MLflow commands (cli/tracking.py), listed after the gate's own.
 app.add_typer(baseline_app, name="baseline")
 app.add_typer(history_app, name="history")
+app.command(cls=PlainCommand, epilog=BACKFILL_CODES)(backfill)
+app.command(epilog=BISECT_CODES)(bisect)
 app.command(epilog=SYNC_CODES)(sync)
 app.command(name="comment", epilog=COMMENT_EPILOG)(comment)
 

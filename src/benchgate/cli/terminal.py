@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -150,3 +150,18 @@ def parse_pairs(pairs: list[str], flag: str) -> dict[str, Any]:
 
 def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON")
+
+
+# The workload flags of every command that runs a workload (run, backfill, bisect): one definition.
+WorkloadFactoryOption = Annotated[
+    str | None, config_option(metavar="MODULE:FUNCTION", text="Workload factory.", key="bench.workload")
+]
+WorkloadArgOption = Annotated[
+    list[str] | None,
+    config_option(
+        "--workload-arg",
+        metavar="KEY=VALUE",
+        text="An argument of the workload factory; repeatable.",
+        key="bench.workload_args",
+    ),
+]

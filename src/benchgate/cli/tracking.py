@@ -1,4 +1,5 @@
-"""The MLflow commands: `benchgate baseline show|promote` and `benchgate sync` (history: cli/history.py).
+"""The MLflow commands: `benchgate baseline show|promote` and `benchgate sync` (history: cli/history.py;
+`baseline anchor`: cli/anchor.py).
 
 Each reads the same settings as `benchgate run` (config file, MLFLOW_TRACKING_URI, --tracking-uri), so
 they talk to the store the runs went to. An unreachable server is exit 3 after the bounded wait, a run
@@ -53,7 +54,7 @@ TRACKING_CODES = exit_codes(
     RUN_FAILED,
 )
 baseline_app = typer.Typer(
-    help="The baseline of a machine profile in MLflow: show it, or promote a run.",
+    help="The baseline of a machine profile in MLflow: show it, promote a run, or pin a run as the anchor.",
     epilog=TRACKING_CODES,
     **APP_SETTINGS,
 )
@@ -169,7 +170,8 @@ def baseline_show(
     config: ConfigOption = None,
     tracking_uri: UriOption = None,
 ) -> None:
-    """The current baseline of a machine profile in MLflow, one per workload."""
+    """The current baseline of a machine profile in MLflow, one per workload, and its pinned anchor."""
+    from benchgate.tracking import anchor as tracking_anchor
     from benchgate.tracking import client as tracking
     from benchgate.tracking import read as tracking_read
 
@@ -177,6 +179,10 @@ def baseline_show(
         tracker, profile, runs = profile_runs(
             config, tracking_uri, profile, workload, baselines_only=True, limit=500
         )
+        with talking_to(tracker):
+            anchors = tracking_anchor.newest_anchors(
+                tracking_anchor.anchored_runs(tracker, profile, workload)
+            )
     except BenchgateError as exc:
         fail(exc)
     newest: dict[str, Run] = {}
@@ -187,6 +193,7 @@ def baseline_show(
             newest[name] = run
     if not newest:
         console.print(f"no baseline in MLflow for machine profile {profile!r} at {tracker.uri}")
+        print_anchors(profile, anchors)
         return
     table = Table(title=f"baselines · {profile}", title_justify="left")
     for column in ("workload", "run", "commit", "branch", "since", "reason", "tokens/s p50 by ws"):
@@ -206,6 +213,30 @@ def baseline_show(
             when(tracking_read.baseline_since(run)),
             tags.get(tracking.TAG_BASELINE_REASON, ""),
             rates,
+        )
+    console.print(table)
+    print_anchors(profile, anchors)
+
+
+def print_anchors(profile: str, anchors: dict[str, Run]) -> None:
+    """The pinned anchors (`benchgate baseline anchor`), one per workload: the runs creep is measured from."""
+    from benchgate.tracking import anchor as tracking_anchor
+    from benchgate.tracking import client as tracking
+
+    if not anchors:
+        return
+    table = Table(title=f"anchors · {profile}", title_justify="left")
+    for column in ("workload", "run", "commit", "pinned", "by", "reason"):
+        table.add_column(column, overflow="fold")
+    for name, run in sorted(anchors.items()):
+        tags = run.data.tags
+        table.add_row(
+            name,
+            run.info.run_id,
+            tags.get(tracking.TAG_COMMIT, "")[:12],
+            when(tracking_anchor.anchored_since(run)),
+            tags.get(tracking_anchor.TAG_ANCHOR_BY, ""),
+            tags.get(tracking_anchor.TAG_ANCHOR_REASON, ""),
         )
     console.print(table)
 

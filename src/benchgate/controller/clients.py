@@ -2,7 +2,8 @@
 
 - KFP through `benchgate.kfp.submit` (`ensure_run`: exactly once per run name, attached to whatever
   its state, so a BenchmarkRun mirrors a FAILED KFP run; `benchgate submit --rerun` starts attempts);
-- MLflow through `benchgate.tracking.client` / `tracking_read` (the verdict of the gate run a KFP run logged);
+- MLflow through `benchgate.tracking.client` / `tracking_read` (the verdict of the gate run a KFP run logged,
+  and the history around it);
 - the Kubernetes API for the objects the handlers create, list and delete (kopf itself watches and
   patches through its own client).
 
@@ -14,12 +15,16 @@ from __future__ import annotations
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchgate.controller.access import GROUP, VERSION
 from benchgate.controller.settings import ControllerSettings
 from benchgate.kfp.api import KfpApi, preflight
 from benchgate.kfp.submit import compile_package, ensure_run, load_package
+
+if TYPE_CHECKING:
+    from benchgate.tracking.client import Tracker
+    from benchgate.tracking.read import RunHistory
 
 
 class KfpRuns:
@@ -71,28 +76,39 @@ class KfpRuns:
 
 
 class Verdicts:
-    """The gate run a KFP run logged to MLflow: its verdict tag, gate figures and UI link."""
+    """The gate run a KFP run logged to MLflow: its verdict tag, gate figures and UI link; and the history
+    of its machine profile and workload, which a schedule's history check judges."""
 
     def __init__(self, settings: ControllerSettings) -> None:
         self.settings = settings
+
+    def _connect(self, experiment: str) -> Tracker:
+        from benchgate.config import parse_config
+        from benchgate.tracking import client as tracking
+
+        config = parse_config({"tracking": {"uri": self.settings.mlflow_uri, "experiment": experiment}})
+        return tracking.connect(config, budget_s=self.settings.mlflow_wait_s)
 
     def find(self, kfp_run_id: str, experiment: str) -> dict[str, Any] | None:
         """{run_id, url, tags, metrics} of the gate run, or None without MLflow or before it is logged."""
         if not self.settings.mlflow_uri:
             return None
-        from benchgate.config import parse_config
-        from benchgate.tracking import client as tracking
         from benchgate.tracking.read import gate_run_for_kfp
         from benchgate.tracking.view import ui_url
 
-        config = parse_config({"tracking": {"uri": self.settings.mlflow_uri, "experiment": experiment}})
-        tracker = tracking.connect(config, budget_s=10.0)
-        run = gate_run_for_kfp(tracker, kfp_run_id)
+        run = gate_run_for_kfp(self._connect(experiment), kfp_run_id)
         if run is None:
             return None
         base = self.settings.mlflow_ui
         url = ui_url(base, run.info.experiment_id, run.info.run_id) if base else ""
         return {"run_id": run.info.run_id, "url": url, "tags": run.data.tags, "metrics": run.data.metrics}
+
+    def history(self, kfp_run_id: str, experiment: str, runs: int) -> RunHistory | None:
+        """The newest `runs` gate runs of the profile and workload of the gate run a KFP run logged; None
+        when MLflow has no such gate run. Needs settings.mlflow_uri; raises what MLflow raises."""
+        from benchgate.tracking.read import kfp_run_history
+
+        return kfp_run_history(self._connect(experiment), kfp_run_id, runs)
 
 
 class KubeRuns:

@@ -42,6 +42,7 @@ SCHEDULE_COLUMNS = [
     {"name": "Suspend", "type": "boolean", "jsonPath": ".spec.suspend"},
     {"name": "Last", "type": "date", "jsonPath": ".status.lastScheduleTime"},
     {"name": "Last run", "type": "string", "jsonPath": ".status.lastRunName"},
+    {"name": "History", "type": "string", "jsonPath": ".status.historyCheck.result"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

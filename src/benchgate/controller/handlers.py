@@ -14,7 +14,8 @@ BenchmarkRun life cycle:
   expire  -> a timer deletes a finished run ttlSecondsAfterFinished after completion.
   delete  -> terminates the KFP run of an unfinished BenchmarkRun.
 BenchmarkSchedule: a timer creates an owned BenchmarkRun for the branch head at each cron time,
-  honouring suspend, the concurrency policy and the history limits.
+  honouring suspend, the concurrency policy and the history limits; with spec.historyCheck, another
+  checks the history in MLflow each time one of its runs has ended (`history_check`).
 
 Everything remote runs in a thread (`asyncio.to_thread`): the clients are synchronous.
 """
@@ -31,6 +32,7 @@ from typing import Any
 
 import kopf
 
+from benchgate.controller import history_check as hc
 from benchgate.controller import planning as plan
 from benchgate.controller import schedule as sched
 from benchgate.controller.access import GROUP, VERSION
@@ -267,3 +269,37 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
         for old in creation.prune:
             await asyncio.to_thread(rt.kube.delete, namespace, old)
         _apply(creation.outcome, body, patch, rt)
+
+    def checking_history(spec: Any, **_: Any) -> bool:
+        return hc.checks_history(spec)
+
+    @kopf.timer(
+        *SCHEDULES, registry=registry, id="history", interval=settings.schedule_poll_s, when=checking_history
+    )
+    async def check_history(
+        body: Any,
+        spec: Any,
+        status: Any,
+        namespace: str,
+        uid: str,
+        patch: kopf.Patch,
+        memo: Runtime,
+        **_: Any,
+    ) -> None:
+        rt, now = memo, memo.clock()
+        owned = sched.owned_runs(await asyncio.to_thread(rt.kube.list, namespace), uid)
+        todo = hc.pending(spec, status, owned, now)
+        if todo is None:
+            return
+        if not rt.settings.mlflow_uri:
+            _apply(hc.failed(todo, hc.NO_MLFLOW, now), body, patch, rt)
+            return
+        try:
+            found = await asyncio.to_thread(
+                rt.verdicts.history, todo.kfp_run_id, todo.experiment, todo.check.runs
+            )
+        except Exception as e:  # MLflow down or failing: the status says so, and the check is made again
+            _apply(hc.failed(todo, f"reading the history from MLflow: {e}", now), body, patch, rt)
+            return
+        # In a thread: the permutation tests of a hundred runs take a moment of CPU.
+        _apply(await asyncio.to_thread(hc.checked, todo, found, now), body, patch, rt)

@@ -168,6 +168,26 @@ class RunTemplate(_Spec):
     )
 
 
+class HistoryCheck(_Spec):
+    """After each run of the schedule ends, `benchgate history --check` over the gate runs in MLflow of
+    that run's machine profile and workload."""
+
+    recent: int = Field(
+        10,
+        ge=1,
+        strict=True,
+        description="A regression counts when it starts in one of the newest N runs (history --check "
+        "--recent N).",
+    )
+    runs: int = Field(
+        100,
+        ge=1,
+        le=500,
+        strict=True,
+        description="How many of the newest gate runs the change points are found over (history --last).",
+    )
+
+
 class BenchmarkScheduleSpec(_Spec):
     """Benchmark the head of a branch on a cron schedule (nightly runs build the gate's history)."""
 
@@ -185,6 +205,11 @@ class BenchmarkScheduleSpec(_Spec):
     successful_runs_history_limit: int = Field(3, ge=0, description="Succeeded runs kept.")
     failed_runs_history_limit: int = Field(1, ge=0, description="Failed or canceled runs kept.")
     run_template: RunTemplate = Field(..., description="What each run benchmarks.")
+    history_check: HistoryCheck | None = Field(
+        None,
+        description="Check the history for regressions after each run ends (status.historyCheck, and a "
+        "Warning Event on one); unset: no check.",
+    )
 
 
 def parse_spec(model: type[_Spec], spec: Any) -> Any:

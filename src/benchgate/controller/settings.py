@@ -36,6 +36,9 @@ class ControllerSettings:
     schedule_poll_s: float = 30.0
     max_active_per_namespace: int = 4
     watch_namespace: str = ""
+    # Not from the environment: how long one look at MLflow (a verdict, a history check) waits for a
+    # server that does not answer before it reports it down. Tests shorten it.
+    mlflow_wait_s: float = 10.0
 
 
 def _number(environ: Mapping[str, str], key: str, default: float, minimum: float) -> float:

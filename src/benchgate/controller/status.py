@@ -29,6 +29,7 @@ CANCELED: Final = "Canceled"
 ACTIVE_PHASES: tuple[Phase, ...] = (SUBMITTED, RUNNING)
 TERMINAL_PHASES: tuple[Phase, ...] = (SUCCEEDED, FAILED, CANCELED)
 VerdictResult = Literal["PASS", "WARN", "FAIL", "UNKNOWN"]
+HistoryResult = Literal["ok", "regression", "error"]
 VERDICTS: tuple[str, ...] = get_args(VerdictResult)
 
 # KFP v2beta1 run states -> phase. A state KFP adds later reads as Running until it ends.
@@ -225,6 +226,44 @@ class BenchmarkRunStatus(StatusModel):
     completion_time: Timestamp | None = Field(None, description="When the run ended, or was refused.")
 
 
+class HistoryRegression(StatusModel):
+    """A change for the worse that nobody acknowledged, starting in one of the newest runs."""
+
+    figure: str = Field(..., description="The figure whose level moved, e.g. 'tokens/s ws=8'.")
+    commit: str = Field(..., description="The commit of the first run at the new level (a full SHA).")
+    run_id: str = Field(
+        ...,
+        description="That run's gate run in MLflow: `benchgate history ack RUN_ID --reason TEXT` accepts "
+        "the change.",
+    )
+    change_pct: float = Field(
+        ..., description="The change of the figure's level in percent (tokens/s negative: slower)."
+    )
+
+
+class HistoryCheckStatus(StatusModel):
+    """The last history check of a schedule (spec.historyCheck), made after one of its runs ended."""
+
+    result: HistoryResult | None = Field(
+        None,
+        description="ok: no unacknowledged regression starts in the newest runs; regression: one does "
+        "(with a Warning Event); error: the check could not be made (message says why; retried).",
+    )
+    checked_at: Timestamp | None = Field(None, description="When the check was made.")
+    run_name: str | None = Field(None, description="The BenchmarkRun whose end the check followed.")
+    profile: str | None = Field(
+        None, description="The machine profile checked: that run's (empty when its gate run was not read)."
+    )
+    workload: str | None = Field(None, description="The workload checked: that run's (empty likewise).")
+    runs: int | None = Field(None, description="How many gate runs the change points were found over.")
+    regressions: list[HistoryRegression] | None = Field(
+        None,
+        description="The unacknowledged regressions among the newest runs (empty unless result is "
+        "regression).",
+    )
+    message: str | None = Field(None, description="The outcome in words (at most 1000 characters).")
+
+
 class BenchmarkScheduleStatus(StatusModel):
     """What the controller did with a BenchmarkSchedule at its last cron time."""
 
@@ -241,4 +280,8 @@ class BenchmarkScheduleStatus(StatusModel):
     conditions: list[Condition] | None = Field(None, description="Valid and Scheduled, with reasons.")
     observed_generation: int | None = Field(
         None, description="The metadata.generation the controller validated."
+    )
+    history_check: HistoryCheckStatus | None = Field(
+        None,
+        description="The last history check (spec.historyCheck), made after a run of the schedule ended.",
     )

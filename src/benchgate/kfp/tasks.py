@@ -149,13 +149,14 @@ def log_bench_figures(metrics: dict[str, Any], figures: MetricsSink) -> None:
 
 def eval_task(setup_dir: str, results_dir: str, figures: MetricsSink) -> None:
     """Deterministic eval on the bundled shard: eval.json (nothing when eval is disabled)."""
-    from benchgate.measure.evaluate import run_eval
-    from benchgate.results.figures import eval_figures
-
     with reporting_errors("eval", results_dir):
         config, env, out = start_task(setup_dir, results_dir)
         if skipped("eval", config.eval.enabled):
             return
+        # Imported only now: they load torch (over a second), which a skipped task never needs.
+        from benchgate.measure.evaluate import run_eval
+        from benchgate.results.figures import eval_figures
+
         fetch_code_under_test(env, out.parent / "workspace")
         with stage("eval"):
             result = run_eval(config, out / "eval.json")
@@ -169,12 +170,12 @@ def eval_task(setup_dir: str, results_dir: str, figures: MetricsSink) -> None:
 def trace_task(setup_dir: str, trace_dir: str) -> None:
     """A gzipped torch.profiler trace, for Perfetto (https://ui.perfetto.dev) or TensorBoard (nothing
     when tracing is disabled)."""
-    from benchgate.measure.trace import run_trace
-
     with reporting_errors("trace", trace_dir):
         config, env, out = start_task(setup_dir, trace_dir)
         if skipped("trace", config.trace.enabled):
             return
+        from benchgate.measure.trace import run_trace  # loads torch: only when tracing
+
         fetch_code_under_test(env, out.parent / "workspace")
         with stage("trace"):
             summary = run_trace(config, out / "trace")

@@ -236,4 +236,9 @@ def use_source(repository: str, commit: str, workspace: Path) -> Path | None:
     paths = [str(p) for p in import_paths(root)]
     sys.path[:0] = paths
     os.environ["PYTHONPATH"] = os.pathsep.join([*paths, *filter(None, [os.environ.get("PYTHONPATH")])])
+    # A child started as `python -m` (torchrun's workers) puts its working directory first on its import
+    # path, ahead of PYTHONPATH: run from inside the repository (a local `run --commit`, a backfill),
+    # the working tree's modules would shadow the commit's, and the bench would time the wrong code.
+    # PYTHONSAFEPATH (Python 3.11) leaves the working directory out; benchgate itself is installed.
+    os.environ["PYTHONSAFEPATH"] = "1"
     return root

@@ -1,5 +1,6 @@
 """report.html: the verdict table, what decides it, and the plots against the baseline and the profile's
-recent runs, as one self-contained page (PNGs inlined). It reads no files: the publish stage writes it.
+recent runs with their change points (`report_changes`), as one self-contained page (PNGs inlined). It
+reads no files: the publish stage writes it.
 """
 
 from __future__ import annotations
@@ -7,16 +8,12 @@ from __future__ import annotations
 import base64
 import html
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from benchgate.checks import tables as report
-from benchgate.publish.plots import (
-    current_point,
-    oldest_first,
-    step_time_png,
-    trend_png,
-    world_sizes,
-)
+from benchgate.publish.plots import current_point, step_time_png, trend_png, world_sizes
+from benchgate.publish.report_changes import changes_html, report_history
 from benchgate.results.bundle import Bundle
 from benchgate.results.comparison import Comparison
 from benchgate.results.figures import HistoryPoint
@@ -89,10 +86,12 @@ def html_report(
     baseline: Bundle | None,
     history: list[HistoryPoint],
     out_dir: Path | None = None,
+    commit_order: Sequence[str] | None = None,
 ) -> str:
     """A self-contained page: verdict, what to do next, verdict table (how each row was decided folded
-    under it) and three plots as inline PNGs (no network needed). `out_dir`: the run's result directory,
-    named in the next steps' commands (DIR where not given)."""
+    under it), three plots as inline PNGs (no network needed) and the change points of the history.
+    `out_dir`: the run's result directory, named in the next steps' commands (DIR where not given).
+    `commit_order`: the branch's commits, oldest first, to put the history in (else: start time)."""
     git = current.env.get("git", {})
     workload = current.workload or comparison.workload or "?"
     verdict = comparison.verdict
@@ -109,12 +108,14 @@ def html_report(
     else:
         base_commit = baseline.env.get("git", {}).get("commit")
         meta.append(f"baseline commit <code>{e(str(base_commit or '?'))}</code>")
-    points = [*oldest_first(history), current_point(current, comparison)]
+    ordered = report_history(history, current_point(current, comparison), commit_order)
+    points = ordered.points
     throughput = trend_png(
         points,
         [(f"ws{ws}/tokens_per_s_p50", f"world size {ws}") for ws in world_sizes(points)],
         f"Throughput over the last {len(points)} runs of this profile",
         "tokens/s (p50 over steps)",
+        changes=ordered.marks(),
     )
     if any("scaling_efficiency_pct" in p.figures for p in points):
         scaling = _img(
@@ -149,6 +150,8 @@ def html_report(
             _img(step_time_png(current, baseline), "step-time distribution per world size"),
             "<h2>Throughput over commits</h2>",
             _img(throughput, "tokens/s p50 over commits"),
+            "<h2>Change points over these runs</h2>",
+            changes_html(ordered),
             "<h2>Scaling efficiency over commits</h2>",
             scaling,
             "</body></html>",

@@ -128,13 +128,15 @@ def _draw_series(
         ax.plot([last], [y], "*", color=color, markersize=16, markeredgecolor="black")
 
 
-def _marker_legend(ax: Axes) -> None:
+def _marker_legend(ax: Axes, changes: bool = False) -> None:
     from matplotlib.lines import Line2D
 
     handles, _ = ax.get_legend_handles_labels()
     for marker, label in (("D", "baseline run"), ("*", "this run")):
         handles.append(Line2D([], [], marker=marker, linestyle="", color="grey", markeredgecolor="black"))
         handles[-1].set_label(label)
+    if changes:
+        handles.append(Line2D([], [], linestyle="--", color="grey", label="change point"))
     ax.legend(handles=handles, fontsize=8, loc="best")
 
 
@@ -171,18 +173,29 @@ def step_time_png(current: Bundle, baseline: Bundle | None) -> bytes:
 
 
 def trend_png(
-    points: Sequence[HistoryPoint], names: Sequence[tuple[str, str]], title: str, ylabel: str
+    points: Sequence[HistoryPoint],
+    names: Sequence[tuple[str, str]],
+    title: str,
+    ylabel: str,
+    changes: Sequence[tuple[str, int]] = (),
 ) -> bytes:
+    """`names` (figure, label) over `points` as given, the last being this run. `changes` (figure,
+    index into `points` of the first run at the new level) draws a dashed line in that figure's colour
+    where its level moved, as history_png does."""
     fig = _new_figure(10, 3.8)
     ax = fig.subplots()
-    for i, (name, label) in enumerate(names):
-        _draw_series(ax, points, name, label, f"C{i % 10}", current_last=True)
+    colors = {name: f"C{i % 10}" for i, (name, _) in enumerate(names)}
+    for name, label in names:
+        _draw_series(ax, points, name, label, colors[name], current_last=True)
+    marked = [(name, index) for name, index in changes if name in colors]
+    for name, index in marked:
+        ax.axvline(index - 0.5, color=colors[name], linestyle="--", linewidth=1.2)
     _commit_axis(ax, points, current_last=True)
     # The current run's slot is shaded so that it is found before the legend is read.
     ax.axvspan(len(points) - 1.5, len(points) - 0.5, color="gold", alpha=0.15)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
-    _marker_legend(ax)
+    _marker_legend(ax, changes=bool(marked))
     return _png(fig)
 
 

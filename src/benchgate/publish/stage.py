@@ -29,14 +29,19 @@ def _history(state: dict[str, Any]) -> list[HistoryPoint]:
 
 
 def write_report(config: RunConfig, run_dir: Path) -> Path:
-    """report.html: the verdict with plots against the baseline and the profile's recent runs."""
+    """report.html: the verdict with plots against the baseline and the profile's recent runs, and their
+    change points. The runs are put in the commit order of the branch checked out where this runs (as
+    `benchgate history` does), when they are all on it; elsewhere (a pipeline pod) by start time."""
+    from benchgate.measure.source import branch_commits
     from benchgate.publish.html_report import html_report
 
     current = load_bundle(run_dir)
     comparison = load_comparison(run_dir / "compare.json")
     baseline = find_baseline(config.gate.baseline_dir, current.machine_profile, str(current.workload))
     path = run_dir / "report.html"
-    html = html_report(current, comparison, baseline, _history(read_state(run_dir)))
+    history = _history(read_state(run_dir))
+    order = branch_commits(Path.cwd()) if history else None  # no git call for a profile's first run
+    html = html_report(current, comparison, baseline, history, commit_order=order)
     with writing("the report", path):
         write_text(path, html)  # atomic: a full disk never leaves half a report
     return path

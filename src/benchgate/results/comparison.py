@@ -23,6 +23,7 @@ SEVERITY = {"INFO": 0, "NEW": 0, "PASS": 0, "WARN": 1, "UNKNOWN": 2, "FAIL": 3}
 VERDICTS: tuple[Verdict, ...] = ("PASS", "WARN", "UNKNOWN", "FAIL")
 TIMING = "tokens_per_s"
 SCALING = "scaling_efficiency"
+CREEP = "tokens_per_s_since_anchor"  # the run against the pinned anchor (checks/creep.py), per world size
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,8 @@ class Check:
     status: Status = "PASS"
     note: str = ""
     # For timing checks: "tokens_per_s", its world size, and what decided it ("screen", "ab" or
-    # "unchanged"); "scaling_efficiency" for the efficiency row.
+    # "unchanged"); "tokens_per_s_since_anchor" for the creep rows (decided by "screen" or "unchanged",
+    # never by A/B); "scaling_efficiency" for the efficiency row.
     metric: str = ""
     world_size: int | None = None
     decided_by: str = ""

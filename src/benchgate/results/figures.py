@@ -150,4 +150,3 @@ def corrected_mean(samples: dict[str, Any]) -> float | None:
     if not ref or len(ref) != len(steps) or not all(r > 0 for r in ref):
         return None
     return mean_step_time(steps) / statistics.fmean(ref)
-

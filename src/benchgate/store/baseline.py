@@ -22,6 +22,7 @@ history entry. Readers never take the lock.
 
 Stores written before versions existed hold a plain <workload> directory: readers read it as it is,
 and the first writer moves it into the versions behind a link.
+`remove_stored` takes an entry out again, link first (the anchor store's `--clear`: store/anchor.py).
 
 A truncated or edited baseline.json or history.json is a BaselineError naming the file (exit 2), never
 an empty history. A disk that refuses a promotion (full, read-only) is a DiskError naming the store
@@ -114,6 +115,27 @@ def save_baseline(
     with writing("the baseline store", location):
         _promote(run, baseline_dir, reason, location, created_unix, history, extra)
     return location
+
+
+def remove_stored(baseline_dir: Path, machine_profile: str, workload: str) -> bool:
+    """Remove what `save_baseline` wrote for this profile and workload (its link and its versions), under
+    the writers' lock; False where there is nothing. A plain directory of the old layout and any other
+    file are left alone (benchgate may not have written them), and so is the lock file (see `_locked`)."""
+    location = baseline_location(baseline_dir, machine_profile, workload)
+    versions = location.with_name(f".{workload}.versions")
+    if not location.is_symlink() and not versions.is_dir():
+        return False
+    with writing("the baseline store", location), _locked(location):
+        # The link first: from here on readers find nothing, rather than a version being removed.
+        removed = location.is_symlink()
+        if removed:
+            location.unlink()
+        for path in [*versions.glob(".staging-*"), *_numbered(versions)]:
+            shutil.rmtree(path)
+            removed = True
+        with contextlib.suppress(OSError):
+            versions.rmdir()  # only when empty: whatever else is in it is not ours
+    return removed
 
 
 def _promote(

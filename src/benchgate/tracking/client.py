@@ -209,11 +209,13 @@ def _experiment(client: MlflowClient, config: RunConfig) -> str:
             raise
         return str(experiment.experiment_id)
 
+
 def quoted(value: str, what: str) -> str:
     """A value safe inside a single-quoted MLflow filter string (MLflow's grammar has no escapes)."""
     if "'" in value or "\\" in value:
         raise BadInputError(f"{what}: got {value!r} (quotes and backslashes cannot be searched for)")
     return value
+
 
 def run_url(tracker: Tracker, run_id: str) -> str | None:
     """The run's page in the MLflow UI (None for the embedded store: `make ui` serves it)."""

@@ -1,4 +1,5 @@
-"""Gate runs read back from MLflow: a profile's runs and baselines, their history, promotion.
+"""Gate runs read back from MLflow: a profile's runs and baselines, their history (also around the gate
+run of a KFP run, for a schedule's history check), promotion.
 
 The other half of `tracking.py` (which writes them). A baseline is a FINISHED parent tagged
 benchgate.baseline=true; the newest by its marking time (benchgate.baseline_since_unix) wins, so
@@ -8,6 +9,7 @@ promoting an older run makes it the baseline again without touching the newer on
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +45,10 @@ def gate_runs(
     baselines_only: bool = False,
     limit: int = 100,
 ) -> list[Run]:
-    """Finished gate runs (parents) of a machine profile, newest first."""
+    """Finished gate runs (parents) of a machine profile, newest first.
+
+    Only kind=gate: a stage's child (kind=stage) and a bisection (kind=bisect, tracking/bisection.py)
+    share the experiment but are never history points or baselines."""
     clauses = [
         f"tags.`{TAG_KIND}` = 'gate'",
         f"tags.`{TAG_PROFILE}` = '{quoted(profile, 'machine profile')}'",
@@ -95,6 +100,28 @@ def history_point(run: Run) -> HistoryPoint:
         is_baseline=tags.get(TAG_BASELINE) == "true",
         acknowledged=tags.get(TAG_ACK_REASON),
     )
+
+
+@dataclass(frozen=True)
+class RunHistory:
+    """The history a gate run belongs to: its machine profile, its workload, and the newest gate runs of
+    both (that run among them) as history points, oldest first by start time."""
+
+    profile: str
+    workload: str
+    points: list[HistoryPoint]
+
+
+def kfp_run_history(tracker: Tracker, kfp_run_id: str, limit: int) -> RunHistory | None:
+    """The history of the gate run a KFP run logged (`limit` runs at most), or None when MLflow has no
+    such gate run (not logged yet, or the run ended before publishing)."""
+    run = gate_run_for_kfp(tracker, kfp_run_id)
+    if run is None:
+        return None
+    profile = run.data.tags.get(TAG_PROFILE, "")
+    workload = run.data.tags.get(TAG_WORKLOAD, "")
+    runs = gate_runs(tracker, profile, workload or None, limit=limit)
+    return RunHistory(profile, workload, [history_point(r) for r in reversed(runs)])
 
 
 def download_bundle(tracker: Tracker, run_id: str, dest: Path) -> Path:

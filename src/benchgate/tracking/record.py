@@ -118,7 +118,6 @@ def _tags(env: dict[str, Any], workload: str, record: dict[str, Any]) -> dict[st
     return {k: v for k, v in tags.items() if v}
 
 
-
 def find_logged(tracker: Tracker, run_key: str) -> list[Run]:
     """The parents logged under `run_key`, finished or not, oldest first (one, unless an upload broke)."""
     runs = tracker.client.search_runs(

@@ -1,6 +1,6 @@
 """Before compare: the newest MLflow baseline of this run's profile and workload is copied into the
-directory store, which compare reads. The directory store is the cache, and the fallback when MLflow is
-unreachable.
+directory store, which compare reads, and so is its pinned anchor (tracking/anchor.py). The directory
+store is the cache, and the fallback when MLflow is unreachable.
 
 What this run saw of MLflow is kept in `tracking.json` beside the results, so the publish stage never
 waits again on a server this stage found down: a run waits at most tracking.max_wait_s in total.
@@ -56,6 +56,7 @@ def refresh_baseline(config: RunConfig, run_dir: Path) -> dict[str, Any]:
     """
     from benchgate.tracking import client as tracking
     from benchgate.tracking import read as tracking_read
+    from benchgate.tracking.anchor import refresh_anchor
 
     current = load_bundle(run_dir)
     state: dict[str, Any] = {"enabled": config.tracking.enabled, "waited_s": 0.0, "history": []}
@@ -77,6 +78,8 @@ def refresh_baseline(config: RunConfig, run_dir: Path) -> dict[str, Any]:
             newest = tracking_read.newest_baseline(baselines)
             if newest is not None:
                 _cache(config, tracker, newest, baselines, current)
+            # The pinned anchor too (creep rows): a fresh CI runner's store has none.
+            anchor = refresh_anchor(tracker, config.gate.baseline_dir, current.machine_profile, workload)
     except tracking.send_errors() as e:
         # Down, or answering with errors (auth, 5xx): either way the cached baseline decides. (A disk
         # that refused the cache is a DiskError, not one of these: it fails the run, naming the path.)
@@ -92,6 +95,8 @@ def refresh_baseline(config: RunConfig, run_dir: Path) -> dict[str, Any]:
     )
     if newest is not None:
         state["baseline_run_id"] = newest.info.run_id
+    if anchor is not None:
+        state["anchor_run_id"] = anchor
     write_state(run_dir / TRACKING_FILE, state)
     return state
 

@@ -99,7 +99,6 @@ def ui_url(base: str, experiment_id: str, run_id: str = "") -> str:
     return f"{page}?workflowType=machine_learning&viewStateShareKey={VIEW_KEY}"
 
 
-
 def run_name(verdict: str, profile: str, workload: str, commit: str) -> str:
     """The parent's name: verdict, machine profile, workload and commit, all in the one text column the
     runs table shows without benchgate's view (the others are Created, Duration, Source, Models,

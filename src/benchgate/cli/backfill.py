@@ -1,0 +1,374 @@
+"""`benchgate backfill A..B`: gate each commit of a range (or every N-th), oldest first, skipping the
+commits MLflow already holds a gate run of for the same setup; then a summary table and the change
+points of the range's history, drawn as a PNG.
+
+Thin: the range and the plan are ranges/commits.py and ranges/backfill.py, the runs and the setup
+ranges/backfill_run.py, what counts as "already measured" tracking/backfill_index.py. Here: the flags,
+the progress bars while commits run, the tables, and the files (`--out`/summary.md, backfill.json, the
+PNG). Bad input is refused before anything runs (exit 2), the range first.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+from rich.text import Text
+
+from benchgate.cli.terminal import (
+    BAD_INPUT,
+    OK,
+    RUN_FAILED,
+    WorkloadArgOption,
+    WorkloadFactoryOption,
+    console,
+    exit_codes,
+    fail,
+    option,
+    parse_pairs,
+)
+from benchgate.cli.tracking import UriOption, connect, talking_to
+from benchgate.config import RunConfig, load_config
+from benchgate.errors import BenchgateError, ConfigError
+from benchgate.kit.diskfaults import writing
+from benchgate.kit.files import write_json, write_text
+from benchgate.ranges.backfill import (
+    SUMMARY_COLUMNS,
+    PlannedCommit,
+    Row,
+    counts,
+    summary_cells,
+    summary_markdown,
+)
+
+if TYPE_CHECKING:
+    from benchgate.kit.progress import Reporter
+    from benchgate.ranges.commits import CommitRange, RangeCommit
+    from benchgate.results import outdir
+    from benchgate.tracking.backfill_index import Setup
+    from benchgate.tracking.client import Tracker
+
+BACKFILL_CODES = exit_codes(
+    (OK[0], "done, whatever the verdicts (with --submit: the runs were submitted)"),
+    (
+        BAD_INPUT[0],
+        "bad input: the range, a flag, the config, or a commit whose workload cannot be loaded "
+        "(the backfill stops there)",
+    ),
+    (RUN_FAILED[0], "every commit to run failed to, or MLflow or KFP could not be reached"),
+)
+SUMMARY_FILE, RECORD_FILE = "summary.md", "backfill.json"
+
+
+class _Bars:
+    """The backfill's progress: one bar over the commits, one for the stage of the commit running."""
+
+    def __init__(self, progress: Progress, total: int) -> None:
+        self.progress = progress
+        self.commits = progress.add_task("commits", total=total)
+        self.stage = progress.add_task("", total=None, visible=False)
+        self.stage_total: int | None = None
+
+    def commit_started(self, commit: RangeCommit) -> Reporter:
+        # The bar's text is markup; a subject is shown as written ("[fix]" and all).
+        self.progress.update(self.commits, description=escape(f"{commit.sha[:12]} {commit.subject[:48]}"))
+        return self
+
+    def commit_done(self, row: Row) -> None:
+        self.progress.advance(self.commits)
+        self.progress.update(self.stage, visible=False)
+        detail = row.verdict or row.note
+        self.progress.console.print(f"{row.commit.sha[:12]} {row.status}: {detail}", markup=False)
+
+    # The Reporter of the running commit's gate: its stages on the second bar.
+    def stage_started(self, name: str, total: int | None = None) -> None:
+        self.stage_total = total
+        self.progress.reset(self.stage, total=total, description=f"  {name}", visible=True)
+
+    def stage_progress(self, done: int, total: int) -> None:
+        self.stage_total = total
+        self.progress.update(self.stage, completed=done, total=total)
+
+    def stage_finished(self, name: str, seconds: float) -> None:
+        total = self.stage_total or 1
+        self.progress.update(self.stage, completed=total, total=total)
+
+
+@contextmanager
+def _bars(total: int) -> Iterator[_Bars]:
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as progress:
+        yield _Bars(progress, total)
+
+
+def backfill(
+    commit_range: Annotated[
+        str,
+        typer.Argument(
+            metavar="A..B",
+            help="The commits reachable from B and not from A, along first parents, oldest first "
+            "(A an ancestor of B; any refs of this repository, e.g. v1.4..main).",
+        ),
+    ],
+    every: Annotated[
+        int,
+        typer.Option(
+            min=1, metavar="N", help="Keep the 1st commit of the range, every N-th after it, and always B."
+        ),
+    ] = 1,
+    workload: WorkloadFactoryOption = None,
+    workload_arg: WorkloadArgOption = None,
+    config: Annotated[
+        Path | None,
+        option(
+            metavar="FILE",
+            text="TOML config file, as `benchgate run` reads it (steps, world sizes, eval, tracking...); "
+            "flags override it.",
+            default="none",
+        ),
+    ] = None,
+    force: Annotated[
+        bool,
+        option(
+            "--force",
+            text="Gate every commit kept, also those MLflow already holds a gate run of for this setup.",
+            default="off",
+        ),
+    ] = False,
+    on_cluster: Annotated[
+        bool,
+        option(
+            "--submit",
+            text="Submit one pipeline run per commit to KFP (KFP_HOST, KFP_TOKEN, as `benchgate submit`) "
+            "instead of running here; the runs are not waited on.",
+            default="off",
+        ),
+    ] = False,
+    profile: Annotated[
+        str | None,
+        option(
+            metavar="PROFILE",
+            text="With --submit: the cluster's machine profile, whose runs in MLflow count as done.",
+            default="none: every commit is submitted; KFP attaches to the runs an earlier backfill submitted",
+        ),
+    ] = None,
+    repository: Annotated[
+        str | None,
+        option(
+            metavar="URL",
+            text="With --submit: the git URL the cluster fetches the commits from.",
+            default="$BENCHGATE_REPOSITORY, else origin",
+        ),
+    ] = None,
+    experiment: Annotated[
+        str,
+        typer.Option(envvar="KFP_EXPERIMENT", metavar="NAME", help="With --submit: the KFP experiment."),
+    ] = "benchgate",
+    tracking_uri: UriOption = None,
+    out: Annotated[
+        Path,
+        typer.Option(metavar="DIR", help="Each commit's results (DIR/<sha12>/), summary.md, backfill.json."),
+    ] = Path("benchgate-backfill"),
+    png: Annotated[
+        Path, typer.Option(metavar="FILE", help="Where to write the plot of the range's history.")
+    ] = Path("benchgate-backfill.png"),
+) -> None:
+    """Gate each commit of a range, oldest first, skipping those MLflow already has; then a summary and
+    the change points over the range."""
+    from benchgate.ranges.backfill import every_nth
+    from benchgate.ranges.commits import resolve_range
+
+    try:
+        if not on_cluster and (profile is not None or repository is not None):
+            flag = "--profile" if profile is not None else "--repository"
+            raise ConfigError(f"{flag}: only with --submit (a local backfill runs here, on this machine)")
+        overrides: dict[str, Any] = {
+            "bench.workload": workload,
+            "bench.workload_args": parse_pairs(workload_arg, "--workload-arg") if workload_arg else None,
+            "tracking.uri": tracking_uri,
+        }
+        cfg = load_config(config, overrides)
+        commits = resolve_range(commit_range, Path.cwd())
+        kept = every_nth(commits.commits, every)
+        if on_cluster:
+            _submit(commits, kept, cfg, force, profile, repository, experiment, out)
+        else:
+            _local(commits, kept, cfg, force, out, png)
+    except BenchgateError as exc:
+        fail(exc)
+
+
+def _local(
+    commits: CommitRange, kept: list[RangeCommit], cfg: RunConfig, force: bool, out: Path, png: Path
+) -> None:
+    from benchgate.ranges.backfill import exit_code, plan, skipped_row
+    from benchgate.ranges.backfill_run import local_setup, run_locally
+    from benchgate.results import outdir
+    from benchgate.tracking.backfill_index import measured
+
+    if not cfg.tracking.enabled:
+        raise ConfigError(
+            "tracking.enabled: got false (a backfill logs each commit's gate run to MLflow, and skips the "
+            "commits MLflow already has)"
+        )
+    setup = local_setup(cfg)
+    tracker = connect(cfg)
+    with talking_to(tracker):
+        found = measured(tracker, setup, [c.sha for c in kept])
+    steps = plan(kept, found, force)
+    _print_plan(commits, steps, setup, tracker)
+    with writing("--out", out), outdir.claimed(out) as results:
+        results.will_write([SUMMARY_FILE, RECORD_FILE, *(s.commit.sha[:12] for s in steps if s.run)])
+        if any(s.run for s in steps):
+            with _bars(len(steps)) as bars:
+                rows, stopped = run_locally(steps, cfg, commits, results.path, bars)
+        else:
+            console.print(
+                "nothing to run: MLflow holds a gate run of every commit for this setup "
+                "(--force runs them again)"
+            )
+            rows, stopped = [skipped_row(s) for s in steps], None
+        _print_summary(commits, rows, results, setup)
+    _print_changes(tracker, setup, kept, png)
+    if stopped is not None:
+        fail(stopped)
+    raise typer.Exit(exit_code(rows))
+
+
+def _submit(
+    commits: CommitRange,
+    kept: list[RangeCommit],
+    cfg: RunConfig,
+    force: bool,
+    profile: str | None,
+    repository: str | None,
+    experiment: str,
+    out: Path,
+) -> None:
+    from benchgate.cli.cluster import _default_repository
+    from benchgate.kfp.api import connection_from_env
+    from benchgate.ranges.backfill import exit_code, plan
+    from benchgate.ranges.backfill_run import cluster_arguments, cluster_config, setup_of, submit_all
+    from benchgate.results import outdir
+    from benchgate.tracking.backfill_index import measured
+
+    url = repository if repository is not None else _default_repository()
+
+    def arguments_for(commit: RangeCommit) -> dict[str, Any]:
+        return cluster_arguments(cfg, commit.sha, url, commits.branch)
+
+    task_config = cluster_config(arguments_for(kept[0]))  # every argument checked before anything is sent
+    conn = connection_from_env(os.environ)
+    found: dict[str, Any] = {}
+    setup = setup_of(task_config, profile) if profile else None
+    if setup is not None:
+        tracker = connect(cfg)
+        with talking_to(tracker):
+            found = measured(tracker, setup, [c.sha for c in kept])
+    steps = plan(kept, found, force)
+    console.print(
+        f"backfill {commits.text}: {len(kept)} of {len(commits.commits)} commits, "
+        f"{sum(s.run for s in steps)} to submit to {conn.host}",
+        markup=False,
+    )
+    with writing("--out", out), outdir.claimed(out) as results:
+        results.will_write([SUMMARY_FILE, RECORD_FILE])
+        rows, stopped = submit_all(steps, arguments_for, conn, experiment, say=console.print)
+        _print_summary(commits, rows, results, setup)
+    where = f"--profile {profile}`" if profile else "--profile PROFILE` (the cluster's)"
+    console.print(
+        f"the runs log to MLflow as they finish; then `benchgate history --changes {where} shows "
+        "their change points",
+        markup=False,
+        soft_wrap=True,
+    )
+    if stopped is not None:
+        fail(stopped)
+    raise typer.Exit(exit_code(rows))
+
+
+def _print_plan(commits: CommitRange, steps: Sequence[PlannedCommit], setup: Setup, tracker: Tracker) -> None:
+    sizes = ",".join(map(str, setup.world_sizes))
+    to_run, known = sum(s.run for s in steps), sum(s.existing is not None for s in steps)
+    console.print(
+        f"backfill {commits.text}: {len(steps)} of {len(commits.commits)} commits, {to_run} to run, "
+        f"{known} already in MLflow ({tracker.uri}) for machine profile {setup.profile}, "
+        f"world sizes {sizes}, config fingerprint {setup.config_fingerprint}",
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+def _print_summary(
+    commits: CommitRange, rows: list[Row], results: outdir.ResultsDir, setup: Setup | None
+) -> None:
+    """The table on the terminal, and the same in summary.md and backfill.json (on disk first)."""
+    title = f"backfill {commits.text}"
+    record = {
+        "range": commits.text,
+        "start": commits.start,
+        "end": commits.end,
+        "setup": asdict(setup) if setup is not None else None,
+        "rows": [{**asdict(row), "commit": row.commit.sha, "subject": row.commit.subject} for row in rows],
+    }
+    with writing("the summary", results.path / SUMMARY_FILE):
+        write_text(results.path / SUMMARY_FILE, summary_markdown(title, rows))
+        write_json(results.path / RECORD_FILE, record)
+    table = Table(title=f"{title} · {counts(rows)}", title_justify="left")
+    for column in SUMMARY_COLUMNS:
+        table.add_column(column, overflow="fold")
+    for cells in summary_cells(rows):
+        table.add_row(*map(Text, cells))  # a subject may hold brackets: text, never markup
+    console.print(table)
+    console.print(f"summary: {results.path / SUMMARY_FILE}", markup=False)
+
+
+def _print_changes(tracker: Tracker, setup: Setup, kept: Sequence[RangeCommit], png: Path) -> None:
+    """The change points of every figure over the range's runs of this setup, and their plot."""
+    from benchgate.history.changes import ALPHA
+    from benchgate.history.series import figure_changes
+    from benchgate.publish.plots import history_png
+    from benchgate.ranges.backfill_run import series_points
+
+    with talking_to(tracker):
+        points = series_points(tracker, setup, kept)
+    if not points:
+        console.print("change points: no run of these commits in MLflow to read them from")
+        return
+    found = figure_changes(points)
+    if not found:
+        console.print(f"change points: none in {len(points)} runs (at the {ALPHA:.0%} level)")
+    else:
+        table = Table(title="change points (the first run at the new level)", title_justify="left")
+        for column in ("figure", "commit", "change", "95% CI", "p", "", "run"):
+            table.add_column(column)
+        for change in found:
+            point = change.point
+            table.add_row(
+                change.figure,
+                (change.run.commit or "?")[:12],
+                f"{point.change_pct:+.1f}%",
+                f"[{point.ci_low_pct:+.1f}, {point.ci_high_pct:+.1f}]%",
+                f"{point.p_value:.3f}",
+                "regression" if change.is_regression else "",
+                str(change.run.run_id or ""),
+            )
+        console.print(table)
+    with writing("the plot", png):
+        marks = [(change.panel, change.run.run_id) for change in found]
+        console.print(f"plot: {history_png(points, png, changes=marks, keep_order=True)}", markup=False)

@@ -1,0 +1,238 @@
+"""`benchgate bisect --good REF --bad REF`: the first commit of the range slower than --good beyond
+tolerance, found by interleaved A/B between commits (ranges/bisect.py, ranges/bisect_run.py). Thin:
+parse, validate, run, print each step as it is decided and the culprit at the end.
+
+Lines are printed without markup: commit subjects and author names are the user's text.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from benchgate.ab.decision import ABDecision
+from benchgate.cli.terminal import (
+    WorkloadArgOption,
+    WorkloadFactoryOption,
+    config_option,
+    console,
+    errors,
+    exit_codes,
+    fail,
+    option,
+    parse_pairs,
+)
+from benchgate.cli.tracking import mlflow_ui_command
+from benchgate.config import RunConfig, load_config
+from benchgate.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_PASS,
+    EXIT_REGRESSION,
+    EXIT_RUN_FAILED,
+    EXIT_UNKNOWN,
+    BenchgateError,
+)
+from benchgate.kit.files import read_json
+from benchgate.ranges.bisect import Bisection, Step, max_decisions
+from benchgate.ranges.bisect_run import (
+    BISECT_FILE,
+    BisectRange,
+    BisectReport,
+    resolve_bisect_range,
+    run_bisect,
+)
+
+BISECT_CODES = exit_codes(
+    (EXIT_PASS, "no regression beyond tolerance between --good and --bad"),
+    (EXIT_REGRESSION, "culprit found: the first commit slower than --good beyond tolerance (printed)"),
+    (
+        EXIT_BAD_INPUT,
+        "bad input: a ref, the range (--good not an ancestor of --bad), a flag, the config, the workload",
+    ),
+    (EXIT_RUN_FAILED, "a run failed (a rank crashed or hung, a disk refused a write), or it was interrupted"),
+    (EXIT_UNKNOWN, "UNKNOWN: a step stayed undecided after more rounds; the narrowed range is printed"),
+)
+DEFAULT_OUT = Path("benchgate-bisect")
+
+
+def _say(text: str) -> None:
+    console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def decision_text(decision: ABDecision) -> str:
+    """'FAIL -33.1% [-35.0%, -31.2%] (98.7% two-sided, each end a 99.4% one-sided bound), 3 rounds'."""
+    if decision.change_pct is None:
+        return f"{decision.status}, no rounds"
+    text = f"{decision.status} {decision.change_pct:+.1f}%"
+    if decision.ci_low_pct is not None and decision.ci_high_pct is not None and decision.ci_level:
+        one_sided = (1 + decision.ci_level) / 2
+        text += (
+            f" [{decision.ci_low_pct:+.1f}%, {decision.ci_high_pct:+.1f}%] ({decision.ci_level:.1%} "
+            f"two-sided, each end a {one_sided:.1%} one-sided bound)"
+        )
+    return f"{text}, {decision.rounds} rounds"
+
+
+class _Printer:
+    """The bisect's listener: a line as each A/B starts, and one as each step is decided."""
+
+    def __init__(self, span: BisectRange) -> None:
+        self.span = span
+
+    def note(self, text: str) -> None:
+        errors.print(f"note: {text}", markup=False, highlight=False, soft_wrap=True)
+
+    def ab_started(self, number: int, base: str, candidate: str, more_rounds: bool) -> None:
+        against = "good" if base == self.span.good.sha else "its parent"
+        more = ", more rounds after an UNKNOWN" if more_rounds else ""
+        _say(f"step {number}: A/B of {candidate[:12]} against {against} {base[:12]}{more} ...")
+
+    def step_decided(self, step: Step, subject: str) -> None:
+        against = "its parent" if step.role == "culprit" else "good"
+        more = " (after more rounds)" if step.more_rounds else ""
+        left = f"{step.commits_left} commit{'s' if step.commits_left != 1 else ''} left"
+        _say(
+            f"step {step.number}  {step.candidate[:12]} {subject!r} vs {against}: "
+            f"{decision_text(step.decision)}{more}; {left}"
+        )
+
+
+def _header(span: BisectRange, config: RunConfig, world_size: int) -> None:
+    n = len(span.commits)
+    _say(
+        f"bisect {n} commit{'s' if n != 1 else ''}: good {span.good.sha[:12]} {span.good.subject!r} .. "
+        f"bad {span.bad.sha[:12]} {span.bad.subject!r}"
+    )
+    _say(
+        f"  A/B at world size {world_size}, FAIL where tokens/s is slower than good's beyond "
+        f"-{config.gate.tolerances.throughput_drop_pct:g}%; at most {max_decisions(n)} A/B decisions"
+    )
+
+
+def _print_outcome(report: BisectReport, span: BisectRange) -> None:
+    found = report.bisection
+    if found.status == "NO_REGRESSION":
+        _say(f"no regression beyond tolerance in the range: bad is {decision_text(found.steps[0].decision)}")
+    elif found.status == "UNKNOWN":
+        _print_unknown(found, span)
+    elif report.culprit is not None and found.vs_good is not None and found.own is not None:
+        culprit = report.culprit
+        _say(f"culprit: {culprit.sha}")
+        _say(f"  subject: {culprit.subject}")
+        _say(f"  author:  {culprit.author}")
+        _say(f"  vs good {span.good.sha[:12]}: {decision_text(found.vs_good)}")
+        _say(f"  its own change, vs its parent {str(found.parent)[:12]}: {decision_text(found.own)}")
+        if found.own.status == "PASS":
+            _say(
+                "  its own change is within tolerance: the slowdown built up over several commits, and "
+                "this is where the total first went beyond tolerance (see the steps above)"
+            )
+        elif found.own.status != "FAIL":
+            _say("  its own change could not be decided; its change vs good could")
+    _say(f"results: {report.path}")
+    tracking = report.record.get("tracking") or {}
+    if tracking.get("run_id"):
+        _say(f"MLflow run {tracking['run_id']}: {tracking.get('url') or tracking['uri']}")
+        if not tracking.get("url"):  # a store on this disk: how to serve it from here, as `run` says
+            _say(f"browse: {mlflow_ui_command(tracking['uri'], tracking['experiment_id'], Path.cwd())}")
+    if report.tracking_warning:
+        errors.print(f"warning: {report.tracking_warning}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _print_unknown(found: Bisection, span: BisectRange) -> None:
+    step = found.steps[-1]
+    before = span.good.sha if found.first == 0 else span.commits[found.first - 1].sha
+    last = span.commits[found.last].sha
+    left = found.last - found.first + 1
+    _say(f"UNKNOWN: step {step.number} stayed undecided after more rounds ({step.decision.reason})")
+    _say(
+        f"  the first slower commit, if there is one, is one of the {left} commit{'s' if left != 1 else ''} "
+        f"{before[:12]}..{last[:12]}"
+    )
+    _say(
+        "  next: a larger [gate.ab] budget (max_rounds, max_seconds) or a larger "
+        "[gate.tolerances] throughput_drop_pct in --config, or a quieter machine"
+    )
+
+
+def bisect(
+    good: Annotated[
+        str,
+        typer.Option(
+            metavar="REF", help="The older commit, whose speed is the one to keep (SHA, branch, tag)."
+        ),
+    ],
+    bad: Annotated[
+        str, typer.Option(metavar="REF", help="A newer, slower commit; --good must be one of its ancestors.")
+    ],
+    workload: WorkloadFactoryOption = None,
+    workload_arg: WorkloadArgOption = None,
+    config: Annotated[
+        Path | None,
+        option(
+            metavar="FILE",
+            text="TOML config file: [gate.ab] (rounds, budget), [gate.tolerances] throughput_drop_pct, "
+            "[bench] device; flags override it.",
+            default="none",
+        ),
+    ] = None,
+    world_size: Annotated[int, typer.Option(min=1, metavar="N", help="World size of every A/B.")] = 1,
+    out: Annotated[
+        Path,
+        typer.Option(
+            metavar="DIR",
+            help="Directory for bisect.json, each step's A/B and, while it runs, the worktrees; a "
+            "non-empty directory benchgate did not write is refused.",
+        ),
+    ] = DEFAULT_OUT,
+    tracking_uri: Annotated[
+        str | None,
+        config_option(
+            metavar="URI",
+            text="MLflow tracking URI.",
+            key="tracking.uri",
+            shown="MLFLOW_TRACKING_URI, else the local store",
+        ),
+    ] = None,
+    tracking: Annotated[
+        bool | None,
+        config_option(
+            "--tracking/--no-tracking", text="Log the bisection to MLflow (one run).", key="tracking.enabled"
+        ),
+    ] = None,
+) -> None:
+    """Find the first commit between --good and --bad whose tokens/s is slower than --good's beyond
+    tolerance, by interleaved A/B between commits checked out as worktrees; never a stored baseline."""
+    try:
+        overrides = {
+            "bench.workload": workload,
+            "bench.workload_args": parse_pairs(workload_arg, "--workload-arg") if workload_arg else None,
+            "tracking.uri": tracking_uri,
+            "tracking.enabled": tracking,
+        }
+        cfg = load_config(config, overrides)
+        span = resolve_bisect_range(Path.cwd(), good, bad)
+        _header(span, cfg, world_size)
+        report = run_bisect(cfg, span, out, world_size, _Printer(span))
+    except BenchgateError as exc:
+        _point_at_results(out)
+        fail(exc)
+    except KeyboardInterrupt:
+        errors.print("interrupted")
+        _point_at_results(out)
+        raise typer.Exit(EXIT_RUN_FAILED) from None
+    _print_outcome(report, span)
+    raise typer.Exit(report.bisection.exit_code)
+
+
+def _point_at_results(out: Path) -> None:
+    """Where the steps decided before an error or Ctrl-C are (bisect.json is rewritten after each)."""
+    path = out / BISECT_FILE
+    try:
+        ended = read_json(path).get("status") in ("FAILED", "INTERRUPTED")
+    except (ValueError, AttributeError):  # none there, or not one a bisect wrote
+        return
+    if ended:
+        errors.print(f"the steps decided so far: {path.resolve()}", markup=False, highlight=False)

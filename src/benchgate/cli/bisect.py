@@ -14,6 +14,7 @@ import typer
 
 from benchgate.ab.decision import ABDecision
 from benchgate.cli.terminal import (
+    TrackingUriOption,
     WorkloadArgOption,
     WorkloadFactoryOption,
     config_option,
@@ -187,15 +188,7 @@ def bisect(
             "non-empty directory benchgate did not write is refused.",
         ),
     ] = DEFAULT_OUT,
-    tracking_uri: Annotated[
-        str | None,
-        config_option(
-            metavar="URI",
-            text="MLflow tracking URI.",
-            key="tracking.uri",
-            shown="MLFLOW_TRACKING_URI, else the local store",
-        ),
-    ] = None,
+    tracking_uri: TrackingUriOption = None,
     tracking: Annotated[
         bool | None,
         config_option(

@@ -40,6 +40,8 @@ from benchgate.cli.terminal import (
     GATE_CODES,
     OK,
     PlainCommand,
+    TrackingOption,
+    TrackingUriOption,
     WorkloadArgOption,
     WorkloadFactoryOption,
     config_option,
@@ -180,19 +182,8 @@ def run(
             default="none: the stored baseline's commit, where this repository has it",
         ),
     ] = "",
-    tracking_uri: Annotated[
-        str | None,
-        config_option(
-            metavar="URI",
-            text="MLflow tracking URI.",
-            key="tracking.uri",
-            shown="MLFLOW_TRACKING_URI, else the local store",
-        ),
-    ] = None,
-    tracking: Annotated[
-        bool | None,
-        config_option("--tracking/--no-tracking", text="Log to MLflow.", key="tracking.enabled"),
-    ] = None,
+    tracking_uri: TrackingUriOption = None,
+    tracking: TrackingOption = None,
     resume: Annotated[
         Path | None,
         option(

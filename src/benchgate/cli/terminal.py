@@ -165,3 +165,16 @@ WorkloadArgOption = Annotated[
         key="bench.workload_args",
     ),
 ]
+# The MLflow flags of every command that runs a gate or an A/B (run, bisect).
+TrackingUriOption = Annotated[
+    str | None,
+    config_option(
+        metavar="URI",
+        text="MLflow tracking URI.",
+        key="tracking.uri",
+        shown="MLFLOW_TRACKING_URI, else the local store",
+    ),
+]
+TrackingOption = Annotated[
+    bool | None, config_option("--tracking/--no-tracking", text="Log to MLflow.", key="tracking.enabled")
+]

@@ -17,11 +17,12 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from subprocess import CompletedProcess
 
-from benchgate.errors import ConfigError
+from benchgate.errors import BenchgateError, ConfigError
 from benchgate.measure.source import resolve_local_ref, validate_branch
 
-GIT_TIMEOUT_S = 60
+GIT_TIMEOUT_S = 120  # a worktree checkout of a large repository too (ranges/worktrees.py)
 RANGE_FIELD = "RANGE"
 
 
@@ -56,7 +57,9 @@ def parse_range(text: str) -> tuple[str, str]:
     return start, end
 
 
-def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def run_git(args: list[str], cwd: Path, failure: type[BenchgateError] = ConfigError) -> CompletedProcess[str]:
+    """git in `cwd`, its result whatever its exit code; `failure` (naming the command) where git cannot
+    be run at all. The range's checks call it with ConfigError (exit 2), the worktrees with RunFailedError."""
     try:
         return subprocess.run(
             ["git", "-c", "log.showSignature=false", *args],
@@ -68,11 +71,12 @@ def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise ConfigError(f"{RANGE_FIELD}: cannot run git {args[0]} in {cwd} ({e})") from None
+        prefix = f"{RANGE_FIELD}: cannot run" if failure is ConfigError else "cannot run"
+        raise failure(f"{prefix} git {args[0]} in {cwd} ({e})") from None
 
 
 def is_ancestor(older: str, newer: str, cwd: Path) -> bool:
-    done = _git(["merge-base", "--is-ancestor", older, newer], cwd)
+    done = run_git(["merge-base", "--is-ancestor", older, newer], cwd)
     if done.returncode not in (0, 1):
         raise ConfigError(f"{RANGE_FIELD}: git merge-base failed in {cwd}: {done.stderr.strip()[:300]}")
     return done.returncode == 0
@@ -80,7 +84,7 @@ def is_ancestor(older: str, newer: str, cwd: Path) -> bool:
 
 def first_parent_commits(start: str, end: str, cwd: Path) -> list[RangeCommit]:
     """The commits of `start..end` (full SHAs) along first parents, oldest first, with their subjects."""
-    done = _git(
+    done = run_git(
         ["log", "--first-parent", "--reverse", "--no-color", "--format=%H %s", f"{start}..{end}"], cwd
     )
     if done.returncode != 0:
@@ -96,7 +100,7 @@ def local_branch(ref: str, cwd: Path) -> str:
     """The local branch `ref` names (`main`, or `HEAD` while on main), else "" (a SHA, a tag, main~3)."""
     # `ref` resolved already (resolve_local_ref refuses one that starts with "-", an option); rev-parse
     # would echo an --end-of-options back.
-    done = _git(["rev-parse", "--symbolic-full-name", ref], cwd)
+    done = run_git(["rev-parse", "--symbolic-full-name", ref], cwd)
     name = done.stdout.strip().removeprefix("refs/heads/") if done.returncode == 0 else ""
     if not name or name.startswith("refs/"):
         return ""

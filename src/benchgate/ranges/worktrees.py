@@ -14,31 +14,18 @@ git is only ever called with an argument list, with full SHAs.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from benchgate.errors import RunFailedError
 from benchgate.measure.source import import_paths
-
-GIT_TIMEOUT_S = 120
+from benchgate.ranges.commits import run_git
 
 
 def git(repo: Path, *args: str) -> str:
     """Run git in `repo`; its stdout, or a RunFailedError naming the command and git's message."""
-    try:
-        done = subprocess.run(
-            ["git", "-c", "log.showSignature=false", *args],
-            cwd=repo,
-            capture_output=True,
-            text=True,
-            errors="replace",  # a subject in another encoding is shown, not a crash
-            timeout=GIT_TIMEOUT_S,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise RunFailedError(f"git {args[0]} in {repo} failed: {e}") from None
+    done = run_git(list(args), repo, RunFailedError)
     if done.returncode != 0:
         raise RunFailedError(f"git {' '.join(args)} in {repo} failed: {done.stderr.strip()[:300]}")
     return done.stdout

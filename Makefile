@@ -51,7 +51,7 @@ lint: $(DEV_STAMP) ## ruff, mypy and the import layer rules (lint-imports; docs/
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-compile: $(STAMP) ## Compile pipelines/benchgate.yaml, components/*.yaml and the chart's CRDs (committed; tests check them)
+compile: $(STAMP) ## Compile pipelines/*.yaml, components/*.yaml and the chart's CRDs (committed; tests check them)
 	PYTHONHASHSEED=0 BENCHGATE_IMAGE_REPOSITORY=$(IMAGE_REPOSITORY) $(VENV)/bin/benchgate compile
 
 submit: $(STAMP) ## Run the pipeline on KFP for COMMIT=<sha> [BRANCH=main] and exit with its verdict (KFP_HOST, KFP_TOKEN)

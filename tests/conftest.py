@@ -187,6 +187,26 @@ def logged_gate_run(mlflow_server: str, tmp_path_factory: pytest.TempPathFactory
     }
 
 
+@pytest.fixture(scope="session")
+def second_logged_run(logged_gate_run: dict[str, Any]) -> dict[str, Any]:
+    """A second gate run of logged_gate_run's setup on a fresh machine (an empty directory store: the
+    baseline can only come from MLflow), compared with the first and logged, never the baseline."""
+    from benchgate.kfp.local_run import run_gate
+
+    tmp: Path = logged_gate_run["tmp"]
+    first: RunConfig = logged_gate_run["config"]
+    config = first.model_copy(
+        update={
+            "gate": first.gate.model_copy(
+                update={"baseline_dir": tmp / "fresh-baselines", "update_baseline": "never"}
+            ),
+            "out": tmp / "second",
+        }
+    )
+    outcome = run_gate(config)
+    return {"config": config, "outcome": outcome, "run_id": outcome.published["mlflow_run_id"]}
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A fresh repository on main whose results, stores and config files are ignored, so that its tree

@@ -29,6 +29,8 @@ from urllib.parse import parse_qs, urlparse
 
 API = "/apis/v2beta1"
 CREATED_AT = "2026-11-21T00:00:00Z"
+# The pipelines a run may be of (by their compiled name), each with a parameter its runs always carry.
+REQUIRED_PARAMETER = {"benchgate": "commit", "benchgate-bisect": "good"}
 
 
 @dataclass
@@ -192,7 +194,8 @@ class _Handler(BaseHTTPRequestHandler):
         spec = body.get("pipeline_spec") or {}
         spec = spec.get("pipeline_spec", spec)
         parameters = (body.get("runtime_config") or {}).get("parameters") or {}
-        if spec.get("pipelineInfo", {}).get("name") != "benchgate" or "commit" not in parameters:
+        required = REQUIRED_PARAMETER.get(spec.get("pipelineInfo", {}).get("name"))
+        if required is None or required not in parameters:
             return self._send(400, {"error": "not a benchgate pipeline run", "code": 3})
         run = {
             "run_id": str(uuid.uuid4()),

@@ -49,7 +49,8 @@ def timing_row(repo: Path, out: str) -> dict[str, object]:
 
 
 @pytest.mark.slow
-def test_ab_same_code_never_fails_and_a_slower_commit_fails(repo: Path) -> None:
+def test_ab_of_the_same_code_never_fails(repo: Path) -> None:
+    # A slower commit FAILing by A/B is tests/gate/test_verdicts_v2.py's (every step, one step in five).
     base = commit(repo, "base")
     first = run(repo, "out-base", "--update-baseline")
     assert first.returncode == 0, first.stdout + first.stderr
@@ -65,16 +66,6 @@ def test_ab_same_code_never_fails_and_a_slower_commit_fails(repo: Path) -> None:
     ab = read_json(repo / "out-same" / "ab" / "ws1" / "ab.json")
     assert ab["base"]["commit"] == base and 3 <= len(ab["rounds"]) <= 5
     assert (repo / "out-same" / "ab" / "ws1" / "round1" / "A" / "metrics-ws1.json").is_file()
-
-    # Every step clearly slower: 24 layers instead of 12.
-    commit(repo, "twice the layers", layers=24)
-    slow = run(repo, "out-slow", "--base", base, "--no-update-baseline")
-    assert slow.returncode == 1, slow.stdout + slow.stderr
-    assert "verdict: FAIL" in slow.stdout
-    row = timing_row(repo, "out-slow")
-    assert row["decided_by"] == "ab" and row["status"] == "FAIL"
-    assert float(str(row["change"])) < -20
-    assert "rule: A/B, rounds of alternating steps" in slow.stdout
 
 
 @pytest.mark.slow

@@ -91,6 +91,7 @@ def test_a_slowdown_of_one_step_in_five_fails_by_ab_with_no_stored_baseline(repo
     commit(repo, "a periodic job", extra=24)
     result = run(repo, "out", "--base", base, "--no-update-baseline")
     assert result.returncode == 1, result.stdout + result.stderr
+    assert "verdict: FAIL" in result.stdout and "rule: A/B, rounds of alternating steps" in result.stdout
     row = timing_row(repo, "out")
     assert row["decided_by"] == "ab" and row["status"] == "FAIL", row
     assert float(str(row["change"])) < -15

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from benchgate import __version__
+from benchgate.kfp.bisect_pipeline import BISECT_PIPELINE_FILE
 from benchgate.kfp.compile import COMPONENTS_DIR, PIPELINE_FILE, sorted_header
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,6 +72,7 @@ def test_the_committed_files_are_byte_identical_to_a_fresh_compile(
         p.relative_to(REPO)
         for p in [
             REPO / PIPELINE_FILE,
+            REPO / BISECT_PIPELINE_FILE,
             *(REPO / COMPONENTS_DIR).glob("*.yaml"),
             *(REPO / CRDS_DIR).glob("*.yaml"),
         ]

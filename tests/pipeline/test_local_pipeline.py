@@ -75,18 +75,11 @@ def test_local_pipeline_verdict_equals_the_stages_called_directly(
 
 
 @pytest.mark.slow
-def test_local_pipeline_eval_equals_run_eval_bit_for_bit(tmp_path: Path) -> None:
-    config = make_config(
-        tmp_path,
-        bench={
-            "workload": "benchgate.workloads.gpt:make_workload",
-            "workload_args": {"size": "tiny"},
-            "steps": 4,
-        },
-        eval={"enabled": True, "train_steps": 20},
-        trace={"enabled": True},
-    )
-    outcome = run_gate(config)
+def test_local_pipeline_eval_equals_run_eval_bit_for_bit(
+    logged_gate_run: dict[str, Any], tmp_path: Path
+) -> None:
+    # The session's whole pipeline run (conftest.logged_gate_run: gpt-tiny, eval and trace on).
+    config, outcome = logged_gate_run["config"], logged_gate_run["outcome"]
     piped = read_json(outcome.out_dir / "eval.json")
     direct = run_eval(config, tmp_path / "direct-eval.json")
     assert piped["perplexity"] == direct["perplexity"]

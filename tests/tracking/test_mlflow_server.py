@@ -10,7 +10,7 @@ import pytest
 from mlflow import MlflowClient
 
 from benchgate.config import RunConfig
-from benchgate.kfp.local_run import GateOutcome, run_gate
+from benchgate.kfp.local_run import GateOutcome
 from benchgate.kit.files import read_json
 from benchgate.results.bundle import load_bundle
 from benchgate.results.figures import run_figures
@@ -105,20 +105,13 @@ def test_children_per_world_size_and_eval_and_the_artifacts(
 
 
 def test_second_run_compares_against_the_baseline_fetched_from_mlflow(
-    logged_gate_run: dict[str, Any], mlflow_server: str
+    logged_gate_run: dict[str, Any], second_logged_run: dict[str, Any]
 ) -> None:
     tmp: Path = logged_gate_run["tmp"]
     first: RunConfig = logged_gate_run["config"]
-    # A fresh machine: an empty directory store, so the baseline can only come from MLflow.
-    config = first.model_copy(
-        update={
-            "gate": first.gate.model_copy(
-                update={"baseline_dir": tmp / "fresh-baselines", "update_baseline": "never"}
-            ),
-            "out": tmp / "second",
-        }
-    )
-    outcome = run_gate(config)
+    # A fresh machine (conftest.second_logged_run): an empty directory store, so the baseline can only
+    # come from MLflow.
+    outcome = second_logged_run["outcome"]
     parent_id = logged_gate_run["parent"].info.run_id
     assert outcome.tracking["baseline_run_id"] == parent_id
     meta = read_meta(tmp / "fresh-baselines", outcome.comparison.machine_profile, "gpt-tiny")

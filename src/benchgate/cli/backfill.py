@@ -260,14 +260,14 @@ def _submit(
     experiment: str,
     out: Path,
 ) -> None:
-    from benchgate.cli.cluster import _default_repository
+    from benchgate.cli.cluster import default_repository
     from benchgate.kfp.api import connection_from_env
     from benchgate.ranges.backfill import exit_code, plan
     from benchgate.ranges.backfill_run import cluster_arguments, cluster_config, setup_of, submit_all
     from benchgate.results import outdir
     from benchgate.tracking.backfill_index import measured
 
-    url = repository if repository is not None else _default_repository()
+    url = repository if repository is not None else default_repository()
 
     def arguments_for(commit: RangeCommit) -> dict[str, Any]:
         return cluster_arguments(cfg, commit.sha, url, commits.branch)

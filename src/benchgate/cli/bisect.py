@@ -2,13 +2,19 @@
 tolerance, found by interleaved A/B between commits (ranges/bisect.py, ranges/bisect_run.py). Thin:
 parse, validate, run, print each step as it is decided and the culprit at the end.
 
+`--submit` runs it on a KFP cluster instead, as one pipeline run (kfp/bisect_pipeline.py): its pod runs
+this command on a full clone, with $BENCHGATE_KFP_RUN_ID set (kfp/bisect_task.py), which tags the MLflow
+run; `--wait` follows the run and reads the bisection back from MLflow by that tag.
+
 Lines are printed without markup: commit subjects and author names are the user's text.
 """
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -34,6 +40,8 @@ from benchgate.errors import (
     EXIT_RUN_FAILED,
     EXIT_UNKNOWN,
     BenchgateError,
+    ConfigError,
+    RunFailedError,
 )
 from benchgate.kit.files import read_json
 from benchgate.ranges.bisect import Bisection, Step, max_decisions
@@ -46,13 +54,20 @@ from benchgate.ranges.bisect_run import (
 )
 
 BISECT_CODES = exit_codes(
-    (EXIT_PASS, "no regression beyond tolerance between --good and --bad"),
+    (
+        EXIT_PASS,
+        "no regression beyond tolerance between --good and --bad (--submit without --wait: submitted)",
+    ),
     (EXIT_REGRESSION, "culprit found: the first commit slower than --good beyond tolerance (printed)"),
     (
         EXIT_BAD_INPUT,
         "bad input: a ref, the range (--good not an ancestor of --bad), a flag, the config, the workload",
     ),
-    (EXIT_RUN_FAILED, "a run failed (a rank crashed or hung, a disk refused a write), or it was interrupted"),
+    (
+        EXIT_RUN_FAILED,
+        "a run failed (a rank crashed or hung, a disk refused a write), or it was interrupted; with "
+        "--submit: KFP unreachable, the pipeline run failed, or --wait timed out",
+    ),
     (EXIT_UNKNOWN, "UNKNOWN: a step stayed undecided after more rounds; the narrowed range is printed"),
 )
 DEFAULT_OUT = Path("benchgate-bisect")
@@ -195,10 +210,50 @@ def bisect(
             "--tracking/--no-tracking", text="Log the bisection to MLflow (one run).", key="tracking.enabled"
         ),
     ] = None,
+    on_cluster: Annotated[
+        bool,
+        option(
+            "--submit",
+            text="Run the whole bisection on a KFP cluster (KFP_HOST, KFP_TOKEN, as `benchgate submit`) as "
+            "one pipeline run on one GPU node, instead of here; --good and --bad are checked and resolved "
+            "here when run inside the repository.",
+            default="off",
+        ),
+    ] = False,
+    repository: Annotated[
+        str | None,
+        option(
+            metavar="URL",
+            text="With --submit: the git URL the cluster clones (in full) to bisect.",
+            default="$BENCHGATE_REPOSITORY, else origin",
+        ),
+    ] = None,
+    wait: Annotated[
+        bool,
+        option(
+            "--wait",
+            text="With --submit: follow the run, then read the bisection from MLflow and exit as a local "
+            "bisect does; without it, exit 0 once the run is submitted.",
+            default="off",
+        ),
+    ] = False,
+    experiment: Annotated[
+        str,
+        typer.Option(envvar="KFP_EXPERIMENT", metavar="NAME", help="With --submit: the KFP experiment."),
+    ] = "benchgate",
+    timeout_s: Annotated[  # a bisect is several A/B decisions of minutes each: longer than a gate
+        float, typer.Option(metavar="SECONDS", help="With --wait: the longest wait for the run.")
+    ] = 6 * 3600.0,
+    poll_s: Annotated[
+        float, typer.Option(metavar="SECONDS", help="With --wait: time between status checks.")
+    ] = 15.0,
 ) -> None:
     """Find the first commit between --good and --bad whose tokens/s is slower than --good's beyond
     tolerance, by interleaved A/B between commits checked out as worktrees; never a stored baseline."""
     try:
+        if not on_cluster and (repository is not None or wait):
+            flag = "--repository" if repository is not None else "--wait"
+            raise ConfigError(f"{flag}: only with --submit (a bisect without it runs here, on this machine)")
         overrides = {
             "bench.workload": workload,
             "bench.workload_args": parse_pairs(workload_arg, "--workload-arg") if workload_arg else None,
@@ -206,15 +261,23 @@ def bisect(
             "tracking.enabled": tracking,
         }
         cfg = load_config(config, overrides)
+        if on_cluster:
+            cluster = _Cluster(repository, experiment, wait, timeout_s, poll_s)
+            _submit(cfg, config, good, bad, world_size, cluster)
         span = resolve_bisect_range(Path.cwd(), good, bad)
         _header(span, cfg, world_size)
-        report = run_bisect(cfg, span, out, world_size, _Printer(span))
+        from benchgate.kfp.bisect_task import KFP_RUN_ID_VARIABLE  # set by the pod of a --submit
+
+        kfp_run_id = os.environ.get(KFP_RUN_ID_VARIABLE, "")
+        report = run_bisect(cfg, span, out, world_size, _Printer(span), kfp_run_id)
     except BenchgateError as exc:
-        _point_at_results(out)
+        if not on_cluster:
+            _point_at_results(out)
         fail(exc)
     except KeyboardInterrupt:
         errors.print("interrupted")
-        _point_at_results(out)
+        if not on_cluster:
+            _point_at_results(out)
         raise typer.Exit(EXIT_RUN_FAILED) from None
     _print_outcome(report, span)
     raise typer.Exit(report.bisection.exit_code)
@@ -229,3 +292,105 @@ def _point_at_results(out: Path) -> None:
         return
     if ended:
         errors.print(f"the steps decided so far: {path.resolve()}", markup=False, highlight=False)
+
+
+@dataclass(frozen=True)
+class _Cluster:
+    """Where and how `--submit` runs the bisection."""
+
+    repository: str | None
+    experiment: str
+    wait: bool
+    timeout_s: float
+    poll_s: float
+
+
+def _submit(
+    cfg: RunConfig, config: Path | None, good: str, bad: str, world_size: int, cluster: _Cluster
+) -> NoReturn:
+    """Submit the bisection as one pipeline run (or attach to the same one submitted before); with
+    --wait, exit with its result as a local bisect would."""
+    from benchgate.cli.cluster import default_repository
+    from benchgate.kfp.api import connection_from_env
+    from benchgate.kfp.bisect_pipeline import bisect_arguments, submit_bisect
+    from benchgate.measure.source import local_repository
+    from benchgate.tracking.client import is_local_store
+
+    if not cfg.tracking.enabled:
+        raise ConfigError(
+            "tracking.enabled: got false (a bisect on the cluster logs its result to MLflow, where "
+            "--wait reads it)"
+        )
+    url = cluster.repository if cluster.repository is not None else default_repository()
+    if not url:
+        raise ConfigError(
+            "--repository: required with --submit (the git URL the cluster clones); none given, and "
+            "neither $BENCHGATE_REPOSITORY nor an origin remote here"
+        )
+    if cluster.wait and is_local_store(cfg):
+        raise ConfigError(
+            "--tracking-uri: none given, nor MLFLOW_TRACKING_URI (--wait reads the bisection from the "
+            "MLflow server the cluster logs it to)"
+        )
+    if local_repository(Path.cwd()):  # the range checked here, its refs resolved to the SHAs sent
+        span = resolve_bisect_range(Path.cwd(), good, bad)
+        good, bad = span.good.sha, span.bad.sha
+    arguments = bisect_arguments(
+        good,
+        bad,
+        url,
+        cfg.bench.workload,
+        dict(cfg.bench.workload_args),
+        world_size,
+        config.read_text(encoding="utf-8") if config is not None else "",
+        cfg.tracking.uri or "",
+    )
+    conn = connection_from_env(os.environ)
+    outcome = submit_bisect(
+        arguments, conn, cluster.experiment, cluster.wait, cluster.timeout_s, cluster.poll_s, say=_say
+    )
+    where = (
+        f"MLflow (experiment {cfg.tracking.experiment!r}), a run of kind bisect tagged "
+        f"benchgate.kfp_run_id={outcome.run_id}"
+    )
+    if not cluster.wait:
+        _say(f"the bisection runs in one task, 'bisect': bisect.json will be in its output and in {where}")
+        _say("the same command with --wait follows the run and prints the bisection")
+        raise typer.Exit(EXIT_PASS)
+    if outcome.exit_code != EXIT_PASS:
+        errors.print(f"run {outcome.run_name}: {outcome.state}: {outcome.message}", markup=False)
+        raise typer.Exit(outcome.exit_code)
+    raise typer.Exit(_print_logged(cfg, outcome.run_id, where))
+
+
+def _print_logged(cfg: RunConfig, kfp_run_id: str, where: str) -> int:
+    """The bisection a succeeded run logged, read from MLflow and printed; its exit code."""
+    from benchgate.cli.tracking import connect, talking_to
+    from benchgate.tracking.bisection import logged_bisection
+    from benchgate.tracking.client import run_url
+
+    tracker = connect(cfg)
+    with talking_to(tracker):
+        found = logged_bisection(tracker, kfp_run_id)
+    if found is None:
+        raise RunFailedError(
+            f"the run succeeded, but {where} is not at {tracker.uri}: the task's log says why it was not "
+            "logged; bisect.json is in the task's output artifact"
+        )
+    run_id, record = found
+    culprit = record.get("culprit")
+    if record["status"] == "NO_REGRESSION":
+        decision = ABDecision(**record["steps"][0]["decision"])
+        _say(f"no regression beyond tolerance in the range: bad is {decision_text(decision)}")
+    elif culprit is not None:
+        _say(f"culprit: {culprit['sha']}")
+        _say(f"  subject: {culprit['subject']}")
+        _say(f"  author:  {culprit['author']}")
+        _say(f"  vs good {record['good']['sha'][:12]}: {decision_text(ABDecision(**culprit['vs_good']))}")
+        own = decision_text(ABDecision(**culprit["own"]))
+        _say(f"  its own change, vs its parent {str(culprit['parent'])[:12]}: {own}")
+    else:
+        left = record.get("remaining") or {}  # the steps and the range left are in bisect.json
+        _say(f"UNKNOWN: a step stayed undecided after more rounds; {left.get('commits')} commits left")
+    _say(f"MLflow run {run_id}: {run_url(tracker, run_id) or tracker.uri}")
+    return int(record["exit_code"])

@@ -19,7 +19,7 @@ from benchgate.errors import EXIT_BAD_INPUT, BenchgateError
 from benchgate.kit.credentials import without_credentials
 
 
-def _default_repository() -> str:
+def default_repository() -> str:
     """BENCHGATE_REPOSITORY, else the origin of the checkout we are in (what CI usually benchmarks)."""
     from_env = os.environ.get("BENCHGATE_REPOSITORY", "")
     if from_env:
@@ -106,7 +106,7 @@ def submit(
         validate_commit(commit, "--commit")  # first, before anything reads the environment or the network
         arguments = build_arguments(
             commit,
-            repository if repository is not None else _default_repository(),
+            repository if repository is not None else default_repository(),
             branch or os.environ.get("BENCHGATE_BRANCH", ""),
             parse_pairs(param or [], "--param"),
             pipeline_parameter_names(),
@@ -138,12 +138,14 @@ def compile_(
         typer.Option(metavar="DIR", help="Repository root to write pipelines/ and components/ under."),
     ] = Path("."),
 ) -> None:
-    """Compile the pipeline and components to YAML (pipelines/benchgate.yaml, components/*.yaml) and
-    generate the CRDs from their models (charts/benchgate/files/crds/)."""
+    """Compile the pipelines and components to YAML (pipelines/benchgate.yaml, pipelines/bisect.yaml,
+    components/*.yaml) and generate the CRDs from their models (charts/benchgate/files/crds/)."""
     from benchgate.controller import crds
-    from benchgate.kfp.compile import compile_all
+    from benchgate.kfp.bisect_pipeline import BISECT_PIPELINE_FILE, bisect_pipeline
+    from benchgate.kfp.compile import compile_all, compile_to
 
-    for path in [*compile_all(root), *crds.write(root / crds.DEFAULT_DIR)]:
+    written = [*compile_all(root), compile_to(bisect_pipeline, root / BISECT_PIPELINE_FILE)]
+    for path in [*written, *crds.write(root / crds.DEFAULT_DIR)]:
         console.print(str(path))
 
 

@@ -202,9 +202,19 @@ def submit(
     outcome = _start_or_attach(api, conn, arguments, api.experiment_id(experiment), rerun, say)
     if outcome.state is not None or not wait:
         return outcome
-    run_id = outcome.run_id
+    ended = follow(api, outcome, timeout_s, poll_s)
+    if ended is not None:
+        outcome.exit_code, outcome.message = exit_code_for(*ended)
+    return outcome
+
+
+def follow(
+    api: KfpApi, outcome: SubmitOutcome, timeout_s: float, poll_s: float
+) -> tuple[str, list[tuple[str, str]]] | None:
+    """Poll the run until it ends: its final state and tasks' states (also set on `outcome.state`), or
+    None where `timeout_s` passed first (`outcome` then says so, exit 3: the run goes on)."""
     deadline = time.monotonic() + timeout_s
-    state, tasks = api.run_state(run_id)
+    state, tasks = api.run_state(outcome.run_id)
     while state not in TERMINAL:
         if time.monotonic() >= deadline:
             outcome.state, outcome.exit_code = state, EXIT_RUN_FAILED
@@ -212,12 +222,11 @@ def submit(
                 f"still {state} after {timeout_s:g} s; run the same command again to keep waiting "
                 "(it attaches to this run instead of submitting another)"
             )
-            return outcome
+            return None
         time.sleep(poll_s)
-        state, tasks = api.run_state(run_id)
+        state, tasks = api.run_state(outcome.run_id)
     outcome.state = state
-    outcome.exit_code, outcome.message = exit_code_for(state, tasks)
-    return outcome
+    return state, tasks
 
 
 def pipeline_parameter_names() -> set[str]:

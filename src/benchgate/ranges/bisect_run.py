@@ -210,15 +210,18 @@ def run_bisect(
     out_dir: Path,
     world_size: int = 1,
     listener: BisectListener | None = None,
+    kfp_run_id: str = "",
 ) -> BisectReport:
     """Bisect `span` by A/B at `world_size`, results in `out_dir` (claimed as `benchgate run` claims its
-    --out: a non-empty directory benchgate did not write is refused); then log it if tracking is on."""
+    --out: a non-empty directory benchgate did not write is refused); then log it if tracking is on.
+    `kfp_run_id`: the bisect pipeline's run this bisect is the task of (bisect.json and the MLflow run
+    carry it, so the submitter finds the result)."""
     gpus = check_world(config, world_size)
     with outdir.claimed(out_dir) as out:
         out.clear()
         out.will_write([BISECT_FILE, WORKTREES_DIR])
         path = out.path / BISECT_FILE
-        record = _first_record(config, span, world_size)
+        record = _first_record(config, span, world_size, kfp_run_id)
         _save(path, record)
         started = time.monotonic()
         try:
@@ -243,8 +246,9 @@ def run_bisect(
     return report
 
 
-def _first_record(config: RunConfig, span: BisectRange, world_size: int) -> dict[str, Any]:
-    """bisect.json before the first step: what is bisected, how, and on which machine."""
+def _first_record(config: RunConfig, span: BisectRange, world_size: int, kfp_run_id: str) -> dict[str, Any]:
+    """bisect.json before the first step: what is bisected, how, on which machine (and in which KFP
+    run, on a cluster)."""
     return {
         "repository": str(span.repo),
         "good": span.good.to_dict(),
@@ -255,6 +259,7 @@ def _first_record(config: RunConfig, span: BisectRange, world_size: int) -> dict
         "workload_args": dict(config.bench.workload_args),
         "world_size": world_size,
         "machine_profile": capture_environment(span.repo)["machine_profile"],
+        "kfp_run_id": kfp_run_id or None,
         "tolerance_pct": config.gate.tolerances.throughput_drop_pct,
         "confidence": config.gate.tolerances.confidence,
         "status": "RUNNING",

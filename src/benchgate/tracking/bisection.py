@@ -9,7 +9,8 @@ baseline tag: those say what a gate run measured of one commit. Its figures are 
 commits, not tokens/s.
 
     tags      benchgate.kind=bisect, benchgate.bisect.status (CULPRIT, NO_REGRESSION, UNKNOWN), machine
-              profile, version
+              profile, version; benchgate.kfp_run_id where the bisect pipeline ran it (`bisect
+              --submit --wait` finds the run by it: `logged_bisection`)
     params    good, bad, culprit (or none), steps, commits, world_size, workload, tolerance_pct
     metrics   decisions, rounds, seconds; change_vs_good_pct and own_change_pct of a culprit
     artifact  bisect.json
@@ -17,13 +18,15 @@ commits, not tokens/s.
 
 from __future__ import annotations
 
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from benchgate._version import __version__
 from benchgate.kit import diskfaults
-from benchgate.tracking.client import TAG_KIND, TAG_PROFILE, TAG_VERSION, Tracker
+from benchgate.kit.files import read_json
+from benchgate.tracking.client import TAG_KFP_RUN_ID, TAG_KIND, TAG_PROFILE, TAG_VERSION, Tracker, quoted
 from benchgate.tracking.view import TAG_DESCRIPTION, metric
 
 KIND_BISECT = "bisect"
@@ -88,19 +91,18 @@ def log_bisection(tracker: Tracker, record: dict[str, Any], bisect_json: Path) -
         "workload": record["workload"],
         "tolerance_pct": str(record["tolerance_pct"]),
     }
+    tags = {
+        TAG_KIND: KIND_BISECT,
+        TAG_BISECT_STATUS: str(record["status"]),
+        TAG_PROFILE: str(record["machine_profile"]),
+        TAG_VERSION: __version__,
+        TAG_DESCRIPTION: description(record),
+    }
+    if record.get("kfp_run_id"):
+        tags[TAG_KFP_RUN_ID] = str(record["kfp_run_id"])
     now_ms = int(time.time() * 1e3)
     with diskfaults.local_faults(tracker.local_dir, bisect_json):
-        run = client.create_run(
-            tracker.experiment_id,
-            tags={
-                TAG_KIND: KIND_BISECT,
-                TAG_BISECT_STATUS: str(record["status"]),
-                TAG_PROFILE: str(record["machine_profile"]),
-                TAG_VERSION: __version__,
-                TAG_DESCRIPTION: description(record),
-            },
-            run_name=run_name(record),
-        )
+        run = client.create_run(tracker.experiment_id, tags=tags, run_name=run_name(record))
         run_id = str(run.info.run_id)
         client.log_batch(
             run_id,
@@ -111,3 +113,19 @@ def log_bisection(tracker: Tracker, record: dict[str, Any], bisect_json: Path) -
         client.log_artifact(run_id, str(bisect_json))
         client.set_terminated(run_id, "FINISHED", now_ms)
     return run_id
+
+
+def logged_bisection(tracker: Tracker, kfp_run_id: str) -> tuple[str, dict[str, Any]] | None:
+    """The bisection the KFP run `kfp_run_id` logged: (its MLflow run id, its bisect.json), None where
+    the experiment holds none."""
+    runs = tracker.client.search_runs(
+        [tracker.experiment_id],
+        filter_string=f"tags.`{TAG_KIND}` = '{KIND_BISECT}' and tags.`{TAG_KFP_RUN_ID}` = "
+        f"'{quoted(kfp_run_id, 'KFP run id')}'",
+        max_results=1,
+    )
+    if not runs:
+        return None
+    run_id = str(runs[0].info.run_id)
+    with tempfile.TemporaryDirectory() as tmp:
+        return run_id, read_json(Path(tracker.client.download_artifacts(run_id, "bisect.json", tmp)))

@@ -40,7 +40,8 @@ def test_run_figures_names_and_values() -> None:
         metrics={1: bench(1, [0.1, 0.2, 0.3], 0.41), 2: bench(2, [0.25, 0.25, 0.25], None)},
         eval={"perplexity": 1.5, "probes": {"facts": {"accuracy_pct": 50.0}}},
     )
-    comparison = Comparison("p", "w", None, checks=[Check("a", "", 1.0, status="FAIL")])
+    checks = [Check("a", "", 1.0, status="FAIL"), Check("since anchor", "", 1.0, status="INFO")]
+    comparison = Comparison("p", "w", None, checks=checks)
     figures = run_figures(bundle, comparison)
     assert figures["ws1/step_time_ms_p50"] == pytest.approx(200.0)
     assert figures["ws1/tokens_per_s_p50"] == pytest.approx(500.0)
@@ -53,6 +54,8 @@ def test_run_figures_names_and_values() -> None:
     assert figures["scaling_efficiency_pct"] == pytest.approx(80.0)
     assert figures["eval/perplexity"] == 1.5 and figures["eval/probe_facts_accuracy_pct"] == 50.0
     assert figures["gate/checks_fail"] == 1.0 and figures["gate/exit_code"] == 1.0
+    # Every row is counted under its status, INFO rows too (the BenchmarkRun status sums them).
+    assert sum(v for k, v in figures.items() if k.startswith("gate/checks_")) == len(checks)
 
 
 def test_run_figures_without_ws1_or_eval_leave_those_out() -> None:

@@ -18,6 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchem
 from pydantic.alias_generators import to_camel
 
 from benchgate.kfp.submit import exit_code_for
+from benchgate.results.comparison import STATUSES
 
 Phase = Literal["Pending", "Submitted", "Running", "Succeeded", "Failed", "Canceled"]
 PENDING: Final = "Pending"
@@ -127,7 +128,7 @@ def verdict_summary(tags: Mapping[str, str], metrics: Mapping[str, float]) -> di
         summary["throughputChange"] = f"{changes[worst]:+.1f}% (ws={worst.removeprefix('ws')})"
     checks = {
         status: int(metrics[f"gate/checks_{status.lower()}"])
-        for status in ("PASS", "WARN", "UNKNOWN", "FAIL", "NEW")
+        for status in STATUSES
         if f"gate/checks_{status.lower()}" in metrics
     }
     if checks:
@@ -191,7 +192,7 @@ class Verdict(StatusModel):
         None, description="tokens/s change in percent per world size ('ws1', 'ws8')."
     )
     checks: dict[str, int] | None = Field(
-        None, description="How many checks ended PASS, WARN, UNKNOWN, FAIL, NEW."
+        None, description="How many checks ended PASS, WARN, UNKNOWN, FAIL, NEW, INFO."
     )
 
 

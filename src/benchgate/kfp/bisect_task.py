@@ -37,7 +37,7 @@ from benchgate.errors import (
 from benchgate.kfp.params import decode_workload_args
 from benchgate.kfp.task_harness import reporting_errors
 from benchgate.kit.files import read_json
-from benchgate.measure.source import validate_commit, validate_repository
+from benchgate.measure.source import checkout, validate_commit, validate_repository
 
 CONFIG_FILE = "bisect.toml"
 # The pipeline run the bisect is the task of, for `benchgate bisect` (cli/bisect.py) to tag its MLflow
@@ -45,7 +45,6 @@ CONFIG_FILE = "bisect.toml"
 KFP_RUN_ID_VARIABLE = "BENCHGATE_KFP_RUN_ID"
 BISECT_RESULT = "bisect.json"
 RESULT_CODES = (EXIT_PASS, EXIT_REGRESSION, EXIT_UNKNOWN)
-CLONE_TIMEOUT_S = 1800.0
 # How much of the CLI's error output a failed task reports (the whole of it is in the task's log).
 ERROR_TAIL_LINES = 8
 
@@ -73,7 +72,7 @@ def bisect_task(
             # Beside the clone, not in the output: the CLI refuses an --out it did not write.
             config_file = Path(workspace) / CONFIG_FILE
             config_file.write_text(config, encoding="utf-8")
-            clone = full_clone(repository, bad, Path(workspace) / "source")
+            clone = checkout(repository, bad, Path(workspace) / "source", history=True)
             command = bisect_command(
                 good, bad, workload, workload_args, world_size, config_file, out, mlflow_tracking_uri
             )
@@ -113,28 +112,6 @@ def kfp_run_environment(kfp_run_id: str) -> dict[str, str]:
     bisect --submit --wait` finds it). Outside KFP (the component function called directly) the
     placeholder arrives unresolved, and there is no run id to tag."""
     return {} if not kfp_run_id or kfp_run_id.startswith("{{") else {KFP_RUN_ID_VARIABLE: kfp_run_id}
-
-
-def full_clone(repository: str, bad: str, dest: Path) -> Path:
-    """`bad` and all of its history fetched from `repository` into `dest`, with `bad` checked out."""
-    dest.mkdir(parents=True)
-    # Fetching by SHA (not a clone of the branches) also reaches a commit no branch holds, a pull
-    # request's say, wherever the server allows it, as the gate tasks' shallow checkout does.
-    for args in (["init", "--quiet"], ["fetch", "--quiet", "--", repository, bad]):
-        _git(args, dest)
-    _git(["checkout", "--quiet", "--detach", bad], dest)
-    return dest
-
-
-def _git(args: list[str], cwd: Path) -> None:
-    try:
-        done = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=CLONE_TIMEOUT_S, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise RunFailedError(f"repository: git {args[0]} failed: {e}") from None
-    if done.returncode != 0:
-        raise RunFailedError(f"repository: git {' '.join(args)} failed: {done.stderr.strip()}")
 
 
 def run_relaying_errors(command: list[str], cwd: Path, environment: dict[str, str]) -> tuple[int, str]:

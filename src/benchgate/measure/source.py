@@ -42,6 +42,8 @@ _URL = re.compile(
     rf"|file://(?:{_HOST})?/{_PATH}*"
 )
 GIT_TIMEOUT_S = 300
+# A fetch of a whole history (a large repository's, for a bisect) may take far longer than one commit's.
+HISTORY_FETCH_TIMEOUT_S = 1800
 _SHOWN = 120  # characters of an offending value quoted in a message: it is one line on a terminal
 
 
@@ -89,10 +91,10 @@ def validate_repository(value: str, field: str = "repository") -> str:
     return value
 
 
-def _git(args: list[str], cwd: Path) -> None:
+def _git(args: list[str], cwd: Path, timeout_s: float = GIT_TIMEOUT_S) -> None:
     try:
         done = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout_s, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as e:
         raise RunFailedError(f"source: git {args[0]} failed: {e}") from None
@@ -100,15 +102,18 @@ def _git(args: list[str], cwd: Path) -> None:
         raise RunFailedError(f"source: git {' '.join(args)} failed: {done.stderr.strip()}")
 
 
-def checkout(repository: str, commit: str, dest: Path) -> Path:
-    """Fetch exactly `commit` of `repository` into `dest` (shallow, detached) and return `dest`."""
+def checkout(repository: str, commit: str, dest: Path, history: bool = False) -> Path:
+    """Fetch exactly `commit` of `repository` into `dest` (shallow, detached) and return `dest`.
+    `history`: with all of the commit's history (a bisect walks it), not shallow."""
     repository = validate_repository(repository)
     commit = validate_commit(commit)
     dest.mkdir(parents=True, exist_ok=True)
     _git(["init", "--quiet"], dest)
     # Fetching one SHA needs the server to allow it (GitHub, GitLab and git-daemon with
-    # uploadpack.allowReachableSHA1InWant do); it avoids cloning the whole history.
-    _git(["fetch", "--quiet", "--depth=1", "--", repository, commit], dest)
+    # uploadpack.allowReachableSHA1InWant do); shallow, it avoids cloning the whole history.
+    depth = [] if history else ["--depth=1"]
+    timeout_s = HISTORY_FETCH_TIMEOUT_S if history else GIT_TIMEOUT_S
+    _git(["fetch", "--quiet", *depth, "--", repository, commit], dest, timeout_s)
     _git(["checkout", "--quiet", "--detach", commit], dest)
     return dest
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import reprlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_type_hints
+from typing import Any, Literal, get_args, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -18,6 +18,7 @@ from benchgate.errors import EXIT_PASS, EXIT_REGRESSION, EXIT_UNKNOWN, BaselineE
 from benchgate.kit.files import read_json
 
 Status = Literal["PASS", "WARN", "UNKNOWN", "FAIL", "NEW", "INFO"]
+STATUSES: tuple[Status, ...] = get_args(Status)  # every row status, e.g. for counts per status
 Verdict = Literal["PASS", "WARN", "UNKNOWN", "FAIL"]
 SEVERITY = {"INFO": 0, "NEW": 0, "PASS": 0, "WARN": 1, "UNKNOWN": 2, "FAIL": 3}
 VERDICTS: tuple[Verdict, ...] = ("PASS", "WARN", "UNKNOWN", "FAIL")

@@ -29,7 +29,7 @@ from typing import Any
 
 from benchgate.kit import stats
 from benchgate.results.bundle import Bundle
-from benchgate.results.comparison import Comparison
+from benchgate.results.comparison import STATUSES, Comparison
 
 KEY_FIGURES = ("tokens_per_s_p50", "step_time_ms_p50", "peak_memory_mib", "mfu_6nd_pct")
 # A step slower than this many times the median step counts as this many: one stall of seconds (a page
@@ -82,7 +82,7 @@ def eval_figures(evaluation: dict[str, Any] | None) -> dict[str, float]:
 
 def gate_figures(comparison: Comparison) -> dict[str, float]:
     figures = {"gate/exit_code": float(comparison.exit_code)}
-    for status in ("PASS", "WARN", "UNKNOWN", "FAIL", "NEW"):
+    for status in STATUSES:
         figures[f"gate/checks_{status.lower()}"] = float(sum(c.status == status for c in comparison.checks))
     for check in comparison.checks:
         # The decided tokens/s change per world size: what `kubectl get benchmarkruns` shows.

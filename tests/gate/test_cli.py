@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,24 +24,12 @@ def benchgate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
-def test_gate_defaults_end_to_end_with_eval_and_trace(tmp_path: Path) -> None:
-    result = benchgate(
-        "run",
-        "--workload-arg",
-        "size=tiny",
-        "--steps",
-        "12",
-        "--warmup",
-        "2",
-        "--out",
-        str(tmp_path / "out"),
-        "--baseline-dir",
-        str(tmp_path / "b"),
-        "--update-baseline",
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    out = tmp_path / "out"
+def test_a_whole_gate_run_writes_every_result_and_the_cli_the_browse_hint(
+    logged_gate_run: dict[str, Any], tmp_path: Path
+) -> None:
+    # The session's whole run (conftest.logged_gate_run: the pipeline `run` drives, ws=1 and 2, eval
+    # and trace on, promoted): every result file, and the baseline store holding its eval.
+    out = logged_gate_run["outcome"].out_dir
     for name in (
         "env.json",
         "config.json",
@@ -56,10 +45,26 @@ def test_gate_defaults_end_to_end_with_eval_and_trace(tmp_path: Path) -> None:
     compare = read_json(out / "compare.json")
     names = {c["name"] for c in compare["checks"]}
     assert {"scaling efficiency (1->2)", "perplexity (held-out)", "probe facts accuracy"} <= names
-    stored = list((tmp_path / "b").glob("*/gpt-tiny/eval.json"))
+    stored = list((logged_gate_run["tmp"] / "baselines").glob("*/gpt-tiny/eval.json"))
     assert len(stored) == 1
     assert read_json(stored[0])["perplexity"] == read_json(out / "eval.json")["perplexity"]
-    # Outside a benchgate checkout `make ui` serves nothing: the hint is the command that serves this store.
+
+    # The command itself, outside any checkout: exit 0, and the hint that serves its local MLflow store
+    # (`make ui` serves nothing there).
+    result = benchgate(
+        "run",
+        "--workload-arg",
+        "size=tiny",
+        *FAST,
+        "--world-sizes",
+        "1",
+        "--out",
+        str(tmp_path / "out"),
+        "--baseline-dir",
+        str(tmp_path / "b"),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
     store = f"sqlite:///{tmp_path / '.benchgate' / 'mlflow' / 'mlflow.db'}"
     browse = next(line for line in result.stdout.splitlines() if line.startswith("browse: "))
     assert "make ui" not in browse

@@ -104,6 +104,11 @@ def test_a_slowdown_of_one_step_in_five_fails_by_ab_with_no_stored_baseline(repo
 
 @pytest.mark.slow
 def test_a_configuration_change_that_ab_cannot_see_is_never_pass(repo: Path) -> None:
+    # Two A/B rounds: whatever they decide, both sides run the same configuration and code, so the row
+    # may never PASS; more rounds would only cost time.
+    (repo / "bench.toml").write_text(
+        "[gate.ab]\nsteps = 12\nmin_measured_s = 0.2\nwarmup = 2\nmin_rounds = 2\nmax_rounds = 2\n"
+    )
     commit(repo, "base")
     assert run(repo, "out-base", "--update-baseline").returncode == 0
     # Same code, another workload argument: both A/B sides run the candidate's configuration.

@@ -57,11 +57,8 @@ def timing_row(repo: Path, out: str) -> dict[str, object]:
 def test_ab_of_the_same_code_never_fails(repo: Path) -> None:
     # A slower commit FAILing by A/B is tests/gate/test_verdicts_v2.py's (every step, one step in five).
     base = commit(repo, "base")
-    first = run(repo, "out-base", "--update-baseline")
-    assert first.returncode == 0, first.stdout + first.stderr
-
-    # Identical code in a new commit: one baseline run, so the screen cannot know the noise and
-    # hands the decision to A/B against the base commit.
+    # Identical code in a new commit, no stored baseline (a fresh CI runner): the explicit base is
+    # A/B'd all the same, and only A/B decides.
     commit(repo, "docs only")
     same = run(repo, "out-same", "--base", "HEAD~1", "--no-update-baseline")
     assert same.returncode in (0, 4), same.stdout + same.stderr

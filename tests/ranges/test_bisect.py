@@ -32,6 +32,7 @@ CONFIG = f"[gate.tolerances]\nthroughput_drop_pct = 30.0\n[gate.ab]\n{AB}min_mea
 PROBED = CONFIG.replace("steps = 60", "steps = 12").replace("min_measured_s = 0", "min_measured_s = 0.4")
 TRACKING = "[tracking]\nmax_wait_s = 1.0\n"
 CULPRIT = 7
+GOOD = 3  # the culprit bisect searches for starts from this commit
 LAYERS = [12] * CULPRIT + [24] * (12 - CULPRIT)
 
 
@@ -74,9 +75,9 @@ def test_bisect_names_the_culprit_within_the_decision_bound(
 ) -> None:
     repo, commits = history
     before = state(repo)
-    result = bisect(
-        repo, "out-culprit", "--good", commits[0], "--bad", "main", "--tracking-uri", mlflow_server
-    )
+    # From commit 3: 8 commits in the range (the history keeps 12), 3 of them before the culprit.
+    good = commits[GOOD]
+    result = bisect(repo, "out-culprit", "--good", good, "--bad", "main", "--tracking-uri", mlflow_server)
     assert result.returncode == 1, result.stdout + result.stderr
     culprit = commits[CULPRIT]
     assert f"culprit: {culprit}" in result.stdout
@@ -88,7 +89,7 @@ def test_bisect_names_the_culprit_within_the_decision_bound(
 
     record = read_json(repo / "out-culprit" / "bisect.json")
     decisions = len(record["steps"])
-    assert decisions <= math.ceil(math.log2(len(commits) - 1)) + 2 == record["max_decisions"]
+    assert decisions <= math.ceil(math.log2(len(commits) - 1 - GOOD)) + 2 == record["max_decisions"]
     assert record["status"] == "CULPRIT" and record["exit_code"] == 1
     assert record["culprit"]["sha"] == culprit and record["culprit"]["vs_good"]["status"] == "FAIL"
     assert record["culprit"]["own"]["change_pct"] < -30
@@ -110,7 +111,7 @@ def test_bisect_names_the_culprit_within_the_decision_bound(
     client = MlflowClient(tracking_uri=mlflow_server)
     run = client.get_run(record["tracking"]["run_id"])
     assert run.data.tags["benchgate.kind"] == KIND_BISECT and run.info.status == "FINISHED"
-    assert run.data.params["culprit"] == culprit and run.data.params["good"] == commits[0]
+    assert run.data.params["culprit"] == culprit and run.data.params["good"] == good
     assert run.data.params["steps"] == str(decisions)
     assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["bisect.json"]
     # Never taken for a gate run: not by history's and the baselines' search, not by promotion.

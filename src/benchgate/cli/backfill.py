@@ -34,6 +34,7 @@ from benchgate.cli.terminal import (
     BAD_INPUT,
     OK,
     RUN_FAILED,
+    SubmitExperimentOption,
     WorkloadArgOption,
     WorkloadFactoryOption,
     console,
@@ -175,10 +176,7 @@ def backfill(
             default="$BENCHGATE_REPOSITORY, else origin",
         ),
     ] = None,
-    experiment: Annotated[
-        str,
-        typer.Option(envvar="KFP_EXPERIMENT", metavar="NAME", help="With --submit: the KFP experiment."),
-    ] = "benchgate",
+    experiment: SubmitExperimentOption = "benchgate",
     tracking_uri: UriOption = None,
     out: Annotated[
         Path,
@@ -340,6 +338,7 @@ def _print_summary(
 
 def _print_changes(tracker: Tracker, setup: Setup, kept: Sequence[RangeCommit], png: Path) -> None:
     """The change points of every figure over the range's runs of this setup, and their plot."""
+    from benchgate.cli.history import change_table
     from benchgate.history.changes import ALPHA
     from benchgate.history.series import figure_changes
     from benchgate.publish.plots import history_png
@@ -354,21 +353,7 @@ def _print_changes(tracker: Tracker, setup: Setup, kept: Sequence[RangeCommit], 
     if not found:
         console.print(f"change points: none in {len(points)} runs (at the {ALPHA:.0%} level)")
     else:
-        table = Table(title="change points (the first run at the new level)", title_justify="left")
-        for column in ("figure", "commit", "change", "95% CI", "p", "", "run"):
-            table.add_column(column)
-        for change in found:
-            point = change.point
-            table.add_row(
-                change.figure,
-                (change.run.commit or "?")[:12],
-                f"{point.change_pct:+.1f}%",
-                f"[{point.ci_low_pct:+.1f}, {point.ci_high_pct:+.1f}]%",
-                f"{point.p_value:.3f}",
-                "regression" if change.is_regression else "",
-                str(change.run.run_id or ""),
-            )
-        console.print(table)
+        console.print(change_table(found))
     with writing("the plot", png):
         marks = [(change.panel, change.run.run_id) for change in found]
         console.print(f"plot: {history_png(points, png, changes=marks, keep_order=True)}", markup=False)

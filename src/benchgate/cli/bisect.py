@@ -20,6 +20,7 @@ import typer
 
 from benchgate.ab.decision import ABDecision
 from benchgate.cli.terminal import (
+    SubmitExperimentOption,
     TrackingUriOption,
     WorkloadArgOption,
     WorkloadFactoryOption,
@@ -237,10 +238,7 @@ def bisect(
             default="off",
         ),
     ] = False,
-    experiment: Annotated[
-        str,
-        typer.Option(envvar="KFP_EXPERIMENT", metavar="NAME", help="With --submit: the KFP experiment."),
-    ] = "benchgate",
+    experiment: SubmitExperimentOption = "benchgate",
     timeout_s: Annotated[  # a bisect is several A/B decisions of minutes each: longer than a gate
         float, typer.Option(metavar="SECONDS", help="With --wait: the longest wait for the run.")
     ] = 6 * 3600.0,

@@ -169,6 +169,12 @@ def _print_changes(points: list[HistoryPoint], mixed_workloads: bool) -> list[Fi
     if not found:
         console.print(f"change points: none in {len(points)} runs (at the {ALPHA:.0%} level)")
         return found
+    console.print(change_table(found))
+    return found
+
+
+def change_table(found: list[FigureChange]) -> Table:
+    """The change points found, a row each (also `benchgate backfill`'s, over the range's runs)."""
     table = Table(title="change points (the first run at the new level)", title_justify="left")
     for column in ("figure", "commit", "date", "change", "95% CI", "p", "runs before/after", "", "run"):
         table.add_column(column)
@@ -185,8 +191,7 @@ def _print_changes(points: list[HistoryPoint], mixed_workloads: bool) -> list[Fi
             _label(change),
             str(change.run.run_id or ""),
         )
-    console.print(table)
-    return found
+    return table
 
 
 def _label(change: FigureChange) -> str:

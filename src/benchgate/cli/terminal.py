@@ -152,6 +152,11 @@ def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not JSON")
 
 
+# The KFP experiment of the commands that submit with --submit (backfill, bisect).
+SubmitExperimentOption = Annotated[
+    str,
+    typer.Option(envvar="KFP_EXPERIMENT", metavar="NAME", help="With --submit: the KFP experiment."),
+]
 # The workload flags of every command that runs a workload (run, backfill, bisect): one definition.
 WorkloadFactoryOption = Annotated[
     str | None, config_option(metavar="MODULE:FUNCTION", text="Workload factory.", key="bench.workload")

@@ -49,7 +49,7 @@ FAST: dict[str, dict[str, Any]] = {
     "bench": {"steps": 20, "warmup": 3, "world_sizes": [1]},
     "eval": {"enabled": False},
     "trace": {"enabled": False},
-    "gate": {"ab": {"steps": 12, "min_measured_s": 0.2, "warmup": 2, "min_rounds": 3, "max_rounds": 5}},
+    "gate": {"ab": {"steps": 12, "min_measured_s": 0.2, "warmup": 2, "min_rounds": 2, "max_rounds": 5}},
 }
 PULL, MERGE_REQUEST, PROJECT_ID = 7, 5, "42"
 OWNER_REPO = "octo/app"

@@ -53,6 +53,22 @@ def timing_row(repo: Path, out: str) -> dict[str, object]:
     return next(c for c in checks if c["name"] == "tokens/s (ws=1)")
 
 
+def stored_baseline(repo: Path, runs: int) -> None:
+    """The baseline of the checked-out commit in repo/baselines, `runs` runs of it: measured by the
+    stages a gate run calls (the pipeline around them is other tests'), with the bench settings of
+    `run`, so the fingerprints are the same."""
+    config = make_config(
+        repo,
+        bench={"workload": "stackwork:make_workload", "steps": 20, "warmup": 3, "world_sizes": [1]},
+        gate={"baseline_dir": str(repo / "baselines")},
+    )
+    for i in range(runs):
+        measured = repo / f"out-base{i}"
+        stage_env(measured, cwd=repo, branch="main", config=config)
+        run_bench(config, 1, measured, source_paths=(repo,))
+        save_baseline(load_bundle(measured), config.gate.baseline_dir, "the base code")
+
+
 @pytest.mark.slow
 def test_ab_of_the_same_code_never_fails(repo: Path) -> None:
     # A slower commit FAILing by A/B is tests/gate/test_verdicts_v2.py's (every step, one step in five).
@@ -73,18 +89,7 @@ def test_ab_of_the_same_code_never_fails(repo: Path) -> None:
 @pytest.mark.slow
 def test_screen_with_three_history_runs_does_not_pass_a_clearly_slower_commit(repo: Path) -> None:
     base = commit(repo, "base")
-    # The baseline's three runs of the base code, measured by the stages a gate run calls (the pipeline
-    # around them is other tests'), with the bench settings of `run` below: the same fingerprints.
-    config = make_config(
-        repo,
-        bench={"workload": "stackwork:make_workload", "steps": 20, "warmup": 3, "world_sizes": [1]},
-        gate={"baseline_dir": str(repo / "baselines")},
-    )
-    for i in range(3):
-        measured = repo / f"out-base{i}"
-        stage_env(measured, cwd=repo, branch="main", config=config)
-        run_bench(config, 1, measured, source_paths=(repo,))
-        save_baseline(load_bundle(measured), config.gate.baseline_dir, "the base code")
+    stored_baseline(repo, runs=3)
     commit(repo, "twice the layers", layers=24)
     slow = run(repo, "out-slow", "--no-update-baseline")
     row = timing_row(repo, "out-slow")

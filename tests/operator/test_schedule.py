@@ -136,10 +136,17 @@ async def test_replace_deletes_the_active_run_before_creating_the_next(
     await cluster.create(
         schedule_manifest("latest", url, concurrencyPolicy="Replace"), plural="benchmarkschedules"
     )
-    (first,) = await cluster.wait(lambda: owned(cluster, "latest"), what="a first run")
-    first_name = first["metadata"]["name"]
-    run_id = await cluster.wait(lambda: cluster.status(first_name).get("kfpRunId"), what="submitted")
-    await cluster.wait(lambda: cluster.get(first_name) is None, what="the first run replaced")
+    # On a loaded host the next tick (0.5 s apart) can replace a run before it was submitted; that
+    # run has no KFP run to terminate, so the check follows the first run seen submitted.
+    submitted: dict[str, str] = {}
+
+    def a_submitted_run_replaced() -> str | None:
+        for run in owned(cluster, "latest"):
+            if run_id := run.get("status", {}).get("kfpRunId"):
+                submitted[run["metadata"]["name"]] = run_id
+        return next((rid for name, rid in submitted.items() if cluster.get(name) is None), None)
+
+    run_id = await cluster.wait(a_submitted_run_replaced, what="a submitted run replaced")
     assert run_id in cluster.kfp.terminated  # its KFP run was terminated with it
     await cluster.wait(lambda: owned(cluster, "latest"), what="a replacement run")
 

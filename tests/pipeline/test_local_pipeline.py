@@ -16,7 +16,9 @@ from benchgate.kit.files import read_json, write_json
 from benchgate.measure.evaluate import run_eval
 from benchgate.measure.launch import run_bench
 from benchgate.measure.stage import stage_env
+from benchgate.results.bundle import load_bundle
 from benchgate.results.comparison import Check, Comparison, Status
+from benchgate.store.baseline import save_baseline
 from conftest import make_config
 
 TASKS = {"capture-env", "bench", "bench-2", "evaluate", "trace", "compare", "gate"}
@@ -43,10 +45,13 @@ def test_local_pipeline_verdict_equals_the_stages_called_directly(
     # sleepy's steps are sleeps: steady enough that two runs get the same verdict; no drift reference,
     # which assumes CPU-bound steps.
     bench = {"world_sizes": [1, 2], "drift_reference": False}
-    base = make_config(tmp_path, bench=bench, gate={"update_baseline": "always"}, out=str(tmp_path / "base"))
-    assert run_gate(base).baseline_written is not None
-
     config = make_config(tmp_path, bench=bench, out=str(tmp_path / "pipeline"))
+    # The baseline: one earlier run of the same settings, measured by the stages (either path's input).
+    base = tmp_path / "base"
+    stage_env(base, config=config)
+    for ws in (1, 2):
+        run_bench(config, ws, base)
+    save_baseline(load_bundle(base), config.gate.baseline_dir, "an earlier run")
     outcome = run_gate(config)
 
     direct = tmp_path / "direct"

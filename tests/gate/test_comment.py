@@ -208,7 +208,7 @@ def test_a_real_run_writes_the_step_summary_and_junit_then_comments_once(tmp_pat
     step_summary = tmp_path / "step_summary.md"
     out = tmp_path / "out"
     ran = benchgate(
-        "run", "--steps", "12", "--warmup", "2", "--world-sizes", "1,2", "--no-eval", "--no-trace",
+        "run", "--steps", "12", "--warmup", "2", "--world-sizes", "1", "--no-eval", "--no-trace",
         "--out", str(out), "--baseline-dir", str(tmp_path / "b"), "--no-tracking",
         cwd=tmp_path,
         env={"GITHUB_STEP_SUMMARY": str(step_summary)},

@@ -1,16 +1,13 @@
 """`benchgate backfill A..B` as a user runs it, in a real git repository: every commit of the range gated
 through the local pipeline (real torchrun, real compute) into the real `mlflow server`, then `benchgate
-history` reading them back in the branch's order with the slower commits' figures; a second backfill
-that has nothing left to run; `--submit` against the FAKE KFP server (tests/fake_kfp_server.py: a KFP
-cluster cannot run here); and bad input refused before anything runs.
-
-Change points need a dozen runs of a range; finding them in runs read back from MLflow in commit
-order, `--check` and `ack` are tested on a dozen runs of a real run's files
-(tests/tracking/test_spool_and_baselines.py::test_history_changes_finds_the_commit_that_slowed_every_step)."""
+history` finding the slower commit among them; a second backfill that has nothing left to run; `--submit`
+against the FAKE KFP server (tests/fake_kfp_server.py: a KFP cluster cannot run here); and bad input
+refused before anything runs."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -31,8 +28,8 @@ REPOSITORY = "https://github.com/example/trainer.git"
 FAST = (
     "[bench]\nsteps = 20\nwarmup = 3\nworld_sizes = [1]\n[eval]\nenabled = false\n[trace]\nenabled = false\n"
 )
-LAYERS = [12, 12, 24, 24]  # the commit at index 2 and later are the slower ones
-CULPRIT = 2
+LAYERS = [12] * 7 + [24] * 5  # the commit at index 7 and later are the slower ones
+CULPRIT = 7
 
 
 def benchgate(repo: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -75,7 +72,7 @@ def gate_runs(client: MlflowClient, experiment: str) -> list[Any]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_backfill_gates_each_commit_once_and_history_reads_them_in_branch_order(
+def test_backfill_gates_each_commit_once_and_history_finds_the_slower_one(
     repo: Path, mlflow_server: str, fake_kfp: tuple[FakeKfp, str]
 ) -> None:
     commits = stack_history(repo, LAYERS)
@@ -117,18 +114,21 @@ def test_backfill_gates_each_commit_once_and_history_reads_them_in_branch_order(
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     assert "0 to submit" in submitted.stdout and state.calls("POST", "/runs") == 0
 
-    # `history` reads the same runs in the branch's order: twice the layers, well under the tokens/s.
-    shown = benchgate(repo, "history", "--workload", "stack", "--png", "history.png", *common)
+    # `history` reads the same runs in the branch's order and places the slowdown at the culprit.
+    history = ["history", "--workload", "stack", "--png", "history.png", *common]
+    shown = benchgate(repo, *history, "--changes")
     assert shown.returncode == 0, shown.stdout + shown.stderr
-    lines = shown.stdout.splitlines()
-    header = [c.strip() for c in next(line for line in lines if "┃ commit" in line).split("┃")]
-    column = header.index("tok/s ws1")
-    cells = [line.split("│") for line in lines if line.startswith("│")]
-    rows = [(row[2].strip(), float(row[column].strip().replace(",", ""))) for row in cells]
-    assert [commit for commit, _ in rows] == [sha[:12] for sha in gated], shown.stdout
-    before = rows[CULPRIT - 2][1]
-    assert all(tokens < 0.8 * before for _, tokens in rows[CULPRIT - 1 :]), shown.stdout
-    assert (repo / "history.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    changes = shown.stdout.split("change points", 1)[1]
+    # Either tokens/s series: as the gate judges it, or with the host's drift divided out.
+    rows = [line for line in changes.splitlines() if re.search(r"│ tokens/s ws=1(, corrected)?\s*│", line)]
+    near = {sha[:12] for sha in commits[CULPRIT - 1 : CULPRIT + 2]}
+    assert any(row.split("│")[2].strip() in near and "regression" in row for row in rows), changes
+    checked = benchgate(repo, *history, "--check")
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    for run_id in set(re.findall(r"benchgate history ack (\w+) --reason", checked.stdout)):
+        acked = benchgate(repo, "history", "ack", run_id, "--reason", "twice the layers, on purpose", *common)
+        assert acked.returncode == 0, acked.stdout + acked.stderr
+    assert benchgate(repo, *history, "--check").returncode == 0
 
 
 def test_backfill_submit_starts_one_pipeline_run_per_commit_and_attaches_on_retry(

@@ -19,8 +19,9 @@ from mlflow import MlflowClient
 from benchgate.config import parse_config
 from benchgate.kfp.local_run import run_gate
 from benchgate.kit.files import read_json, write_json
+from benchgate.results.bundle import load_bundle
 from benchgate.store import spool
-from benchgate.store.baseline import read_meta
+from benchgate.store.baseline import read_meta, save_baseline
 from benchgate.tracking import client as tracking
 from benchgate.tracking import read as tracking_read
 from benchgate.tracking.record import log_entry
@@ -59,11 +60,13 @@ def runs_with_key(client: MlflowClient, experiment: str, run_key: str) -> list[A
 
 
 def test_server_down_run_completes_on_the_cached_baseline_and_sync_logs_it_once(
-    mlflow_server: str, tmp_path: Path
+    mlflow_server: str, results: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     experiment = f"down-{uuid.uuid4().hex[:8]}"
-    # The directory store already holds a baseline (cached by an earlier run).
-    run_gate(make_config(tmp_path, gate={"update_baseline": "always"}, out=str(tmp_path / "base")))
+    # The directory store already holds a baseline, cached by an earlier run of the same settings.
+    save_baseline(load_bundle(results), tmp_path / "baselines", "cached by an earlier run")
+    # Outside any git repository: no baseline commit to A/B against, the cached baseline alone judges.
+    monkeypatch.chdir(tmp_path)
     down = f"http://127.0.0.1:{free_port()}"
     config = make_config(
         tmp_path,

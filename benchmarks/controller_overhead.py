@@ -174,13 +174,13 @@ class Calls:
     def wrap(self, kfp: Any) -> None:
         ensure, state = kfp.ensure, kfp.state
 
-        def timed_ensure(run_name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+        def timed_ensure(run_name: str, arguments: dict[str, Any], namespace: str) -> tuple[str, bool]:
             with self._lock:
                 self._active += 1
                 self.max_active = max(self.max_active, self._active)
             started = time.monotonic()
             try:
-                result: tuple[str, bool] = ensure(run_name, arguments)
+                result: tuple[str, bool] = ensure(run_name, arguments, namespace)
                 return result
             finally:
                 with self._lock:

@@ -7,7 +7,10 @@ state over a few polls. It does not execute pipelines; each test chooses how the
 runs through the scenario, or one run with `force`), can make the whole server answer an error status
 (`scenario.fail_with`, e.g. 503 while "down"), and can make it reject new runs as invalid
 (`scenario.reject_runs`). Terminating a run (`POST /runs/{id}:terminate`, as
-`kfp.Client.terminate_run` sends) ends it CANCELED. Listing runs applies the filter's EQUALS and
+`kfp.Client.terminate_run` sends) ends it CANCELED; as KFP's run store does, only a run that is PENDING,
+RUNNING, PAUSED or RUNTIME_STATE_UNSPECIFIED can be terminated, any other gets HTTP 400 with KFP's
+"Row not found" message. A multi-user KFP (`scenario.multi_user`) refuses an experiment without a
+namespace, as KFP does, and keeps experiments per namespace. Listing runs applies the filter's EQUALS and
 IS_SUBSTRING predicates on `display_name`, pages by `page_size`/`page_token` (answering
 `next_page_token`), and shows each run's current state, as KFP's list does; only GET /runs/{id} counts
 as a poll that moves a run on.
@@ -22,6 +25,7 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -46,6 +50,21 @@ class Scenario:
     reject_runs: bool = False
     # Seconds POST /runs takes before answering (a slow KFP: a submission still in flight).
     create_delay_s: float = 0.0
+    # Every created run reports this (state, outcome for task details) from its first look, as `force`
+    # does for one run: e.g. ("SUCCEEDED", "SUCCEEDED"), a run that ended before anyone looked.
+    initial: tuple[str, str] | None = None
+    # A run asked to terminate ends in this (state, outcome) a moment before the request arrives: the
+    # race between a look at a running run and its terminate.
+    ends_before_terminate: tuple[str, str] | None = None
+    # A multi-user KFP (healthz says so): an experiment needs a namespace, to be created or listed
+    # (400 with KFP's messages otherwise), and experiments of one name are per namespace.
+    multi_user: bool = False
+    # Called once after a request was refused with 401 (e.g. to rotate the token file a client reads).
+    on_unauthorized: Callable[[], None] | None = None
+
+
+# The states KFP's TerminateRun updates (kubeflow/pipelines backend/src/apiserver/storage/run_store.go).
+TERMINABLE = ("PENDING", "RUNNING", "PAUSED", "RUNTIME_STATE_UNSPECIFIED")
 
 
 @dataclass
@@ -127,6 +146,9 @@ class _Handler(BaseHTTPRequestHandler):
         expected = self.fake.scenario.token
         if expected is None or self.headers.get("Authorization") == f"Bearer {expected}":
             return True
+        hook, self.fake.scenario.on_unauthorized = self.fake.scenario.on_unauthorized, None
+        if hook is not None:  # before the answer: a client that retries at once sees what it did
+            hook()
         self._send(401, {"error": "Unauthenticated", "code": 16, "message": "invalid bearer token"})
         return False
 
@@ -145,7 +167,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
         route = url.path.removeprefix(API)
         if route == "/healthz" and method == "GET":
-            return self._send(200, {"commit_sha": "fake", "tag_name": "2.5.0", "multi_user": False})
+            multi_user = self.fake.scenario.multi_user
+            return self._send(200, {"commit_sha": "fake", "tag_name": "2.5.0", "multi_user": multi_user})
         if route == "/experiments":
             return self._experiments(method, query, body)
         if route == "/runs":
@@ -158,17 +181,27 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _experiments(self, method: str, query: dict[str, str], body: dict[str, Any]) -> None:
         fake = self.fake
+        namespace = query.get("namespace", "") if method == "GET" else body.get("namespace") or ""
+        if fake.scenario.multi_user and not namespace:
+            message = (
+                "An experiment cannot have an empty namespace in multi-user mode"
+                if method == "GET"
+                else "Invalid input error: Namespace cannot be empty"
+            )
+            return self._send(400, {"error": message, "code": 3, "message": message})
+        in_namespace = [e for e in fake.experiments.values() if e.get("namespace", "") == namespace]
         if method == "GET":
             name = _predicate_value(query.get("filter"), "display_name")
-            found = [e for e in fake.experiments.values() if name is None or e["display_name"] == name]
+            found = [e for e in in_namespace if name is None or e["display_name"] == name]
             return self._send(200, {"experiments": found, "total_size": len(found)} if found else {})
-        if any(e["display_name"] == body["display_name"] for e in fake.experiments.values()):
+        if any(e["display_name"] == body["display_name"] for e in in_namespace):
             return self._send(409, {"error": "experiment already exists", "code": 6})
         experiment = {
             "experiment_id": str(uuid.uuid4()),
             "display_name": body["display_name"],
             "created_at": CREATED_AT,
             "storage_state": "AVAILABLE",
+            **({"namespace": namespace} if namespace else {}),
         }
         fake.experiments[experiment["experiment_id"]] = experiment
         return self._send(200, experiment)
@@ -207,6 +240,8 @@ class _Handler(BaseHTTPRequestHandler):
         }
         with fake.lock:
             fake.runs[run["run_id"]] = run
+            if fake.scenario.initial is not None:
+                fake.forced[run["run_id"]] = fake.scenario.initial
             fake.created_runs.append(body)
             fake.created_at.append(time.monotonic())
         return self._send(200, run)
@@ -216,6 +251,15 @@ class _Handler(BaseHTTPRequestHandler):
         if run_id not in fake.runs:
             return self._send(404, {"error": f"run {run_id} not found", "code": 5})
         with fake.lock:
+            if fake.scenario.ends_before_terminate is not None:
+                fake.forced[run_id] = fake.scenario.ends_before_terminate
+            state = self._state(run_id)[0]
+            if state not in TERMINABLE:
+                message = (
+                    f"Failed to terminate a run: Failed to terminate run {run_id}: Invalid input error: "
+                    f"Failed to terminate a run {run_id}. Row not found"
+                )
+                return self._send(400, {"error": message, "code": 3, "message": message})
             fake.terminated.append(run_id)
             fake.forced[run_id] = ("CANCELED", "CANCELED")
         return self._send(200, {})

@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import attrs
 import jsonschema
 import kopf
 import pytest
 import pytest_asyncio
 import yaml
-from kmock import KubernetesEmulator, action
+from kmock import KubernetesEmulator, KubernetesError, action
 from pydantic import BaseModel, ValidationError
 
 from benchgate.controller.access import GROUP, VERSION, allows
@@ -106,12 +107,32 @@ def _jsonschema(node: Any) -> Any:
     return out
 
 
+@attrs.frozen
+class Forbidden(KubernetesError):  # type: ignore[misc]
+    """HTTP 403 as the API server answers it (a Status object), for a create an admission check refuses."""
+
+    status: int = 403
+    reason: str = "Forbidden"
+    message: str = ""
+
+
 class ApiServerEmulator(KubernetesEmulator):  # type: ignore[misc]
     """kmock's emulator plus what an API server adds to a new object (uid, resourceVersion, creation
     time, generation): kopf patches with a resourceVersion test, and objects the controller creates
-    itself (the schedule's runs) need them as much as those the tests create."""
+    itself (the schedule's runs) need them as much as those the tests create.
+
+    Two admission checks a real cluster may have, off unless a test turns them on (the `cluster`
+    fixture's `enforce_owner_references` and `refuse_creates`): OpenShift's owner-reference enforcement,
+    which refuses an object whose owner reference blocks the owner's deletion from a client that may not
+    update the owner's finalizers; and a refusal of every BenchmarkRun the controller creates (a quota,
+    a policy)."""
+
+    enforce_owner_references = False
+    refuse_creates: str | None = None
 
     async def _handle(self, request: Any) -> Any:
+        if request.action == action.CREATE and request.headers.get("User-Agent") != TEST_CLIENT["User-Agent"]:
+            self._admit(request)
         if request.action == action.CREATE and isinstance(request.data, dict):
             meta = request.data.setdefault("metadata", {})
             meta.setdefault("uid", str(uuid.uuid4()))
@@ -119,6 +140,21 @@ class ApiServerEmulator(KubernetesEmulator):  # type: ignore[misc]
             meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
             meta.setdefault("generation", 1)
         return await super()._handle(request)
+
+    def _admit(self, request: Any) -> None:
+        if self.refuse_creates is not None and request.resource.plural == "benchmarkruns":
+            raise Forbidden(message=self.refuse_creates)
+        owners = (request.data or {}).get("metadata", {}).get("ownerReferences", [])
+        blocks_a_schedule = any(
+            o.get("blockOwnerDeletion") and o.get("kind") == "BenchmarkSchedule" for o in owners
+        )
+        if (
+            self.enforce_owner_references
+            and blocks_a_schedule
+            and not allows(GROUP, "benchmarkschedules/finalizers", "update")
+        ):
+            message = "cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set"
+            raise Forbidden(message=f"{request.resource.plural} is forbidden: {message} finalizers on")
 
 
 @pytest.fixture
@@ -134,6 +170,7 @@ class Cluster:
     kfp_url: str
     clock: Callable[[], datetime]
     runtime: Any
+    token_file: Path | None = None  # the controller's KFP token file, with the `token_file` option
 
     def path(self, plural: str, namespace: str, name: str = "") -> str:
         base = f"{self.url}/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural}"
@@ -212,11 +249,16 @@ def fake_kfp() -> Iterator[tuple[FakeKfp, str]]:
 
 @pytest_asyncio.fixture
 async def cluster(
-    kmock: Any, fake_kfp: tuple[FakeKfp, str], request: pytest.FixtureRequest
+    kmock: Any,
+    fake_kfp: tuple[FakeKfp, str],
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[Cluster]:
     """The controller running against the emulator; `indirect` parameters override its settings
     (max_active_per_namespace, mlflow_ui; `mlflow`: the real MLflow server), the clock speed
-    (`speed`) and objects created before the controller starts (`precreate`)."""
+    (`speed`), objects created before the controller starts (`precreate`), the emulator's admission
+    checks (`enforce_owner_references`, `refuse_creates`: ApiServerEmulator) and a KFP token read from
+    a file (`token_file`)."""
     options: dict[str, Any] = dict(getattr(request, "param", {}))
     if options.pop("mlflow", False):  # the session's real `mlflow server` (tests/conftest.py)
         options["mlflow_uri"] = request.getfixturevalue("mlflow_server")
@@ -232,8 +274,17 @@ async def cluster(
     url = str(kmock.url).rstrip("/")
     clock = FastClock(float(options.pop("speed", 1.0)))
     precreate = options.pop("precreate", [])
+    kmock.enforce_owner_references = options.pop("enforce_owner_references", False)
+    kmock.refuse_creates = options.pop("refuse_creates", None)
+    # `token_file`: the controller reads its KFP token from a file (a projected ServiceAccount token).
+    token_file = tmp_path_factory.mktemp("token") / "token" if options.pop("token_file", False) else None
+    if token_file is not None:
+        token_file.write_text("controller-token\n", encoding="utf-8")
+    connection = Connection(
+        kfp_url, None if token_file else "controller-token", kfp_url, token_file=token_file
+    )
     settings = ControllerSettings(
-        kfp=Connection(kfp_url, "controller-token", kfp_url),
+        kfp=connection,
         poll_s=POLL_S,
         schedule_poll_s=POLL_S,
         **options,
@@ -244,7 +295,7 @@ async def cluster(
     def login(**_: Any) -> kopf.ConnectionInfo:
         return kopf.ConnectionInfo(server=url)
 
-    harness = Cluster(kmock, url, state, kfp_url, clock, runtime)
+    harness = Cluster(kmock, url, state, kfp_url, clock, runtime, token_file)
     for manifest in precreate:  # objects that exist before the controller starts watching
         await harness.create(manifest)
     # The controller runs in its own thread and event loop, as it would in its own pod.

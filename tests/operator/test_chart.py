@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 import benchgate
-from benchgate.controller.access import REQUIRED_ACCESS
+from benchgate.controller.access import FINALIZER, REQUIRED_ACCESS
 
 REPO = Path(__file__).resolve().parents[2]
 CHART_DIR = REPO / "charts" / "benchgate"
@@ -58,7 +58,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
         },
         "imagePullSecrets": [{"name": "regcred"}],
         "crds": {"keep": False},
-        "kfp": {"uiEndpoint": "https://kfp.example.com", "experiment": "nightly"},
+        "kfp": {
+            "uiEndpoint": "https://kfp.example.com",
+            "experiment": "nightly",
+            "namespace": "ml-team",
+            "serviceAccountToken": True,
+        },
         "mlflow": {"trackingUri": "http://mlflow.mlflow:5000", "uiEndpoint": "https://mlflow.example.com"},
         "controller": {"pollSeconds": 2.5, "schedulePollSeconds": 60, "maxActivePerNamespace": 0},
         "existingSecret": SECRET,
@@ -561,10 +566,25 @@ def test_controller_parses_what_the_chart_renders(chart: helm_python.Chart) -> N
     assert settings.schedule_poll_s == 60
     assert settings.max_active_per_namespace == 0
     assert settings.watch_namespace == NAMESPACE
+    assert settings.kfp.namespace == "ml-team"
     # The defaults parse too, to the controller's own defaults.
     defaults = settings_module.settings_from_env(one(render(chart, {}), "ConfigMap")["data"])
     assert (defaults.poll_s, defaults.schedule_poll_s, defaults.max_active_per_namespace) == (30, 30, 4)
     assert defaults.watch_namespace == ""
+
+
+def test_a_projected_service_account_token_reaches_kfps_default_token_path(chart: helm_python.Chart) -> None:
+    from benchgate.kfp.api import DEFAULT_SA_TOKEN_PATH
+
+    objects = render(chart, VARIANTS["everything"])
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "kfp-token"]
+    (source,) = volume["projected"]["sources"]
+    assert source["serviceAccountToken"]["audience"] == "pipelines.kubeflow.org"
+    (mount,) = [m for m in controller_container(objects)["volumeMounts"] if m["name"] == "kfp-token"]
+    assert f"{mount['mountPath']}/{source['serviceAccountToken']['path']}" == DEFAULT_SA_TOKEN_PATH
+    defaults = one(render(chart, {}), "Deployment")["spec"]["template"]["spec"]
+    assert [v["name"] for v in defaults["volumes"]] == ["tmp"]
 
 
 def test_missing_kfp_host_fails_the_render_naming_it(chart: helm_python.Chart) -> None:
@@ -578,6 +598,21 @@ def test_notes_describe_the_install(chart: helm_python.Chart) -> None:
     notes = render_text(chart, with_host(VARIANTS["namespaced"]))["benchgate/templates/NOTES.txt"]
     assert KFP_HOST in notes
     assert f"watches only namespace {NAMESPACE}" in notes
+    # The uninstall order: the runs while the controller can still terminate their KFP runs, then it.
+    deleting = notes.index(f"kubectl delete benchmarkschedules,benchmarkruns --all --namespace {NAMESPACE}")
+    assert deleting < notes.index(f"helm uninstall {RELEASE} --namespace {NAMESPACE}")
+
+
+def test_the_readme_uninstalls_runs_then_the_release_then_the_crds() -> None:
+    readme = (CHART_DIR / "README.md").read_text(encoding="utf-8")
+    steps = readme.split("## Uninstall", 1)[1]
+    order = [
+        steps.index("kubectl delete benchmarkschedules,benchmarkruns"),
+        steps.index("helm uninstall"),
+        steps.index("kubectl delete crd benchmarkruns.benchgate.dev benchmarkschedules.benchgate.dev"),
+    ]
+    assert order == sorted(order)
+    assert FINALIZER in steps
 
 
 # --- values.schema.json --------------------------------------------------------------------------

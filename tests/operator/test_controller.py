@@ -7,6 +7,7 @@ wrote against their models (see operator_harness.py).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Any
 
@@ -21,9 +22,11 @@ from operator_harness import (  # cluster, fake_kfp, kmock_options: fixtures
     refused_statuses,
     run_manifest,
     schema_errors,
+    verb_of,
     written_statuses,
 )
 
+from benchgate.controller.access import FINALIZER, KOPF_DEFAULT_FINALIZER
 from benchgate.controller.status import kfp_run_name
 
 pytestmark = pytest.mark.asyncio
@@ -65,6 +68,37 @@ async def test_objects_that_existed_before_the_controller_get_one_run_each(clust
     assert sorted(r["display_name"] for r in cluster.kfp.created_runs) == sorted(
         cluster.status(n)["kfpRunName"] for n in ("early-1", "early-2")
     )
+
+
+async def test_runs_carry_benchgates_finalizer(cluster: Cluster) -> None:
+    await cluster.create(run_manifest("pr-8"))
+    await cluster.phase("pr-8", "Running")
+    assert cluster.get("pr-8")["metadata"]["finalizers"] == [FINALIZER]
+
+
+def legacy_run() -> dict[str, Any]:
+    """A run an older controller handled to the end: kopf's record of the spec it handled, its default
+    finalizer name, a finished status."""
+    manifest = run_manifest("legacy")
+    handled = json.dumps({"spec": manifest["spec"]}, separators=(",", ":"))
+    manifest["metadata"]["annotations"] = {"kopf.zalando.org/last-handled-configuration": handled}
+    manifest["metadata"]["finalizers"] = [KOPF_DEFAULT_FINALIZER]
+    manifest["status"] = {"phase": "Succeeded", "kfpRunId": "run-old", "kfpState": "SUCCEEDED"}
+    return manifest
+
+
+@pytest.mark.parametrize("cluster", [{"precreate": [legacy_run()]}], indirect=True)
+async def test_a_run_finalized_by_an_older_controller_takes_the_new_finalizer_and_deletes(
+    cluster: Cluster,
+) -> None:
+    # An older release left kopf's default finalizer name: nothing would remove it now, and deleting the
+    # run would leave it Terminating for good. The controller renames it when it resumes the run.
+    await cluster.wait(
+        lambda: cluster.get("legacy")["metadata"].get("finalizers") == [FINALIZER], what="the new finalizer"
+    )
+    await cluster.delete("legacy")
+    await cluster.wait(lambda: cluster.get("legacy") is None, what="legacy to be gone")
+    assert cluster.kfp.requests == []  # finished: nothing submitted, nothing terminated
 
 
 async def test_a_run_submitted_before_a_restart_is_attached_to_not_submitted_again(cluster: Cluster) -> None:
@@ -123,10 +157,13 @@ async def test_kfp_down_then_up_is_retried_into_one_run(cluster: Cluster) -> Non
     await cluster.create(run_manifest("pr-5"))
     status = await cluster.phase("pr-5", "Pending")
     assert condition(status, "Submitted")["reason"] == "KfpUnavailable"
-    await cluster.wait(lambda: cluster.kfp.calls("GET", "/healthz") >= 2, what="a retry")
+    await cluster.wait(lambda: cluster.kfp.calls("GET", "/healthz") >= 4, what="a few retries")
     cluster.kfp.scenario.fail_with = None
     await cluster.phase("pr-5", "Running")
     assert cluster.kfp.calls("POST", "/runs") == 1
+    # One outage, one warning; no error logged as an Event at every retry.
+    assert len(cluster.events("KfpUnavailable")) == 1
+    assert [e for e in cluster.events() if e.get("type") == "Error"] == []
 
 
 async def test_a_run_kfp_rejects_fails_permanently_with_an_event(cluster: Cluster) -> None:
@@ -218,6 +255,45 @@ async def test_active_deadline_terminates_the_run(cluster: Cluster) -> None:
     assert cluster.kfp.terminated == [status["kfpRunId"]]
 
 
+@pytest.mark.parametrize("cluster", [{"speed": 120.0, "max_active_per_namespace": 1}], indirect=True)
+async def test_a_run_that_ended_past_its_deadline_reports_its_outcome_and_frees_its_slot(
+    cluster: Cluster,
+) -> None:
+    # KFP ended each run before the controller's first look, which comes after the 1 s deadline (a
+    # poll is 24 s of this clock): the outcome is KFP's, nothing is terminated (KFP would answer 400),
+    # and the one slot of the namespace passes to the next run.
+    cluster.kfp.scenario.initial = ("SUCCEEDED", "SUCCEEDED")
+    await cluster.create(run_manifest("late", activeDeadlineSeconds=1))
+    await cluster.create(run_manifest("next"))
+    status = await cluster.phase("late", "Succeeded")
+    assert condition(status, "Finished")["reason"] == "GatePassed"
+    await cluster.phase("next", "Succeeded")
+    assert cluster.kfp.calls("POST", "/runs/") == 0 and cluster.kfp.terminated == []
+
+
+@pytest.mark.parametrize("cluster", [{"speed": 120.0}], indirect=True)
+async def test_a_canceling_run_past_its_deadline_is_not_terminated_again(cluster: Cluster) -> None:
+    cluster.kfp.scenario.initial = ("CANCELING", "RUNNING")
+    await cluster.create(run_manifest("stopping", activeDeadlineSeconds=1))
+    status = await cluster.phase("stopping", "Failed")
+    finished = condition(status, "Finished")
+    assert finished["reason"] == "DeadlineExceeded" and "already being canceled" in finished["message"]
+    assert cluster.kfp.calls("POST", "/runs/") == 0
+
+
+@pytest.mark.parametrize("cluster", [{"speed": 120.0}], indirect=True)
+async def test_a_run_that_ends_between_its_look_and_its_terminate_reports_its_outcome(
+    cluster: Cluster,
+) -> None:
+    # The look reads RUNNING past the deadline, the run ends before the terminate arrives: KFP answers
+    # 400, which is no error; the next look reports the outcome.
+    cluster.kfp.scenario.ends_before_terminate = ("SUCCEEDED", "SUCCEEDED")
+    await cluster.create(run_manifest("racing", activeDeadlineSeconds=1))
+    status = await cluster.phase("racing", "Succeeded")
+    assert condition(status, "Finished")["reason"] == "GatePassed"
+    assert cluster.kfp.calls("POST", "/runs/") == 1 and cluster.kfp.terminated == []
+
+
 @pytest.mark.parametrize("cluster", [{"speed": 120.0}], indirect=True)
 async def test_ttl_after_finished_deletes_the_run(cluster: Cluster) -> None:
     await cluster.create(run_manifest("done", ttlSecondsAfterFinished=60))
@@ -246,6 +322,25 @@ async def test_the_namespace_concurrency_limit_queues_runs(cluster: Cluster) -> 
     cluster.kfp.force(kfp_run_id(cluster, "q-1"), "SUCCEEDED")
     await cluster.phase("q-3", "Running")
     assert cluster.kfp.calls("POST", "/runs") == 4
+
+
+@pytest.mark.parametrize("cluster", [{"max_active_per_namespace": 1}], indirect=True)
+async def test_a_queued_run_is_quiet_while_it_waits(cluster: Cluster) -> None:
+    await cluster.create(run_manifest("first"))
+    await cluster.phase("first", "Running")
+    await cluster.create(run_manifest("second"))
+    queued = await cluster.phase("second", "Pending")
+    assert condition(queued, "Submitted")["reason"] == "Queued"
+    before = len(cluster.kmock)  # requests so far
+    await asyncio.sleep(10 * POLL_S)  # ten looks of the dispatch timer
+    assert len(cluster.events("Queued")) == 1  # told once, as a normal Event, when the wait began
+    assert [e for e in cluster.events() if e.get("type") == "Error"] == []
+    # Still queued, nothing new to say: no status patch for it in those ten looks.
+    later = [r for r in list(cluster.kmock)[before:] if verb_of(r) == "patch" and r.name == "second"]
+    assert later == []
+    cluster.kfp.force(kfp_run_id(cluster, "first"), "SUCCEEDED")
+    await cluster.phase("second", "Running")
+    assert cluster.kfp.calls("POST", "/runs") == 2
 
 
 async def test_every_status_written_is_one_of_the_model(cluster: Cluster) -> None:

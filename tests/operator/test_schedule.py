@@ -189,6 +189,52 @@ async def test_bad_cron_or_time_zone_is_a_condition_and_an_event(
     assert owned(cluster, "broken") == [] and cluster.kfp.requests == []
 
 
+@pytest.mark.parametrize("cluster", [{**FAST[0], "enforce_owner_references": True}], indirect=True)
+async def test_a_cluster_that_enforces_owner_references_accepts_the_scheduled_runs(
+    cluster: Cluster, repository: tuple[str, Path]
+) -> None:
+    # OpenShift refuses an owner reference with blockOwnerDeletion from a client that may not update the
+    # owner's finalizers; the chart grants that (access.REQUIRED_ACCESS), so the runs are created.
+    url, _ = repository
+    await cluster.create(schedule_manifest("owned", url), plural="benchmarkschedules")
+    (run,) = await cluster.wait(lambda: owned(cluster, "owned"), what="a scheduled run")
+    assert run["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] is True
+
+
+REFUSAL = "exceeded quota: team-a-quota, requested: count/benchmarkruns.benchgate.dev=1, limited: 5"
+
+
+@pytest.mark.parametrize("cluster", [{**FAST[0], "refuse_creates": REFUSAL}], indirect=True)
+async def test_a_refused_create_is_a_condition_and_one_event_not_a_traceback(
+    cluster: Cluster, repository: tuple[str, Path]
+) -> None:
+    url, _ = repository
+    await cluster.create(schedule_manifest("quota", url), plural="benchmarkschedules")
+
+    def refused_times() -> list[str]:
+        status = cluster.status("quota", plural="benchmarkschedules")
+        scheduled = [c for c in status.get("conditions", []) if c["type"] == "Scheduled"]
+        if scheduled and scheduled[0]["reason"] == "CreateRefused":
+            return [status["lastScheduleTime"]]
+        return []
+
+    (first,) = await cluster.wait(refused_times, what="a refused time")
+    # Three cron times later: the same refusal is said once, and kopf logged no error for it.
+    await cluster.wait(lambda: refused_times() and refused_times()[0] > first, what="a later refused time")
+    later = refused_times()[0]
+    await cluster.wait(lambda: refused_times() and refused_times()[0] > later, what="a third refused time")
+    (scheduled,) = [
+        c
+        for c in cluster.status("quota", plural="benchmarkschedules")["conditions"]
+        if c["type"] == "Scheduled"
+    ]
+    assert scheduled["status"] == "False" and "HTTP 403" in scheduled["message"]
+    assert REFUSAL in scheduled["message"]
+    assert len(cluster.events("CreateRefused")) == 1
+    assert [e for e in cluster.events() if e.get("type") == "Error"] == []
+    assert owned(cluster, "quota") == []
+
+
 @pytest.mark.parametrize("cluster", FAST, indirect=True)
 async def test_a_branch_the_repository_lacks_is_a_condition(
     cluster: Cluster, repository: tuple[str, Path]

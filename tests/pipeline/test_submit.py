@@ -44,7 +44,7 @@ def fake() -> Iterator[tuple[FakeKfp, str]]:
 
 
 def submit_cli(
-    url: str | None, *args: str, token: str | None = "good-token"
+    url: str | None, *args: str, token: str | None = "good-token", namespace: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KFP_", "KF_PIPELINES", "BENCHGATE_"))}
     env["KF_PIPELINES_SA_TOKEN_PATH"] = "/nonexistent"  # never pick up a real in-cluster token
@@ -52,6 +52,8 @@ def submit_cli(
         env["KFP_HOST"] = url
     if token is not None:
         env["KFP_TOKEN"] = token
+    if namespace is not None:
+        env["KFP_NAMESPACE"] = namespace
     return subprocess.run(
         [sys.executable, "-m", "benchgate", "submit", "--repository", REPOSITORY, "--poll-s", "0.05", *args],
         capture_output=True,
@@ -226,14 +228,44 @@ def test_connection_needs_an_http_url() -> None:
     assert conn.host == "https://kfp.example.com" and conn.token == "t"
 
 
-def test_connection_falls_back_to_the_in_cluster_service_account_token(tmp_path: Path) -> None:
-    from benchgate.kfp.api import connection_from_env
-
+def test_connection_falls_back_to_the_in_cluster_service_account_token_read_at_each_use(
+    tmp_path: Path,
+) -> None:
     token = tmp_path / "token"
     token.write_text("sa-token\n")
     env = {"KFP_HOST": "http://ml-pipeline.kubeflow:8888", "KF_PIPELINES_SA_TOKEN_PATH": str(token)}
-    assert connection_from_env(env).token == "sa-token"
-    assert connection_from_env({**env, "KFP_TOKEN": "explicit"}).token == "explicit"
+    conn = connection_from_env(env)
+    assert conn.bearer() == "sa-token"
+    token.write_text("rotated\n")  # the kubelet rotates a projected token: the next use reads the new one
+    assert conn.bearer() == "rotated"
+    explicit = connection_from_env({**env, "KFP_TOKEN": "explicit"})
+    assert explicit.bearer() == "explicit" and explicit.token_file is None
+
+
+def test_a_token_file_rotated_under_a_client_is_read_again(fake: tuple[FakeKfp, str], tmp_path: Path) -> None:
+    state, url = fake
+    token = tmp_path / "token"
+    token.write_text("good-token\n")
+    api = KfpApi(Connection(url, None, url, token_file=token))
+    experiment_id = api.experiment_id("benchgate")
+    # KFP starts refusing the old token; the new one is in the file when its refusal arrives.
+    state.scenario.token = "next-token"
+    state.scenario.on_unauthorized = lambda: token.write_text("next-token\n")
+    assert api.find_run(experiment_id, "no-such-run") is None  # one 401, then the call with the new token
+    assert state.scenario.on_unauthorized is None
+
+
+def test_submit_on_a_multi_user_kfp_files_the_run_in_kfp_namespace(fake: tuple[FakeKfp, str]) -> None:
+    state, url = fake
+    state.scenario.multi_user = True
+    refused = submit_cli(url, "--commit", SHA, "--no-wait")
+    assert refused.returncode == 2 and "KFP_NAMESPACE: not set" in refused.stderr, refused.stderr
+    assert state.calls("POST", "/runs") == 0
+    done = submit_cli(url, "--commit", SHA, "--no-wait", namespace="team-a")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (experiment,) = state.experiments.values()
+    (run,) = state.runs.values()
+    assert experiment["namespace"] == "team-a" and run["experiment_id"] == experiment["experiment_id"]
 
 
 def test_the_package_loads_as_kfp_itself_would_send_it() -> None:

@@ -91,17 +91,27 @@ def test_slots_of_the_namespace_limit() -> None:
     assert plan.slot_free({"a", "b"}, "c", 0)  # 0: no limit
 
 
-def test_queued_and_kfp_down_are_pending_and_retried() -> None:
+def test_waiting_for_a_slot_or_for_kfp_is_pending_and_told_once() -> None:
     queued = plan.queued({}, "team-a", 4, NOW)
+    message = "waiting: 4 BenchmarkRuns of namespace team-a are submitted or running"
     assert written(queued)["phase"] == "Pending"
     assert conditions(written(queued))["Submitted"]["reason"] == "Queued"
-    assert queued.retry == "waiting: 4 BenchmarkRuns of namespace team-a are submitted or running"
-    # Still not submitted five minutes later, now because KFP is down: the transition time holds.
+    # A state, not an error: a normal Event when the wait starts, no retry (the dispatch timer looks).
+    assert queued.notice == ("Queued", message) and queued.warning is None and queued.retry is None
+    assert plan.waiting(written(queued))
+    # The next look finds it still queued: nothing to write, nothing to tell.
+    assert plan.queued(written(queued), "team-a", 4, NOW + timedelta(seconds=30)) == plan.Outcome()
+    # Still not submitted five minutes later, now because KFP is down: a warning, the transition holds.
     later = NOW + timedelta(minutes=5)
     down = plan.kfp_unavailable(written(queued), "KFP at http://kfp: HTTP 503", later)
     submitted = conditions(written(down))["Submitted"]
     assert submitted["reason"] == "KfpUnavailable" and submitted["lastTransitionTime"] == STAMP
-    assert down.retry == "KFP at http://kfp: HTTP 503" and down.give_up is None and down.warning is None
+    assert down.warning == ("KfpUnavailable", "KFP at http://kfp: HTTP 503") and down.retry is None
+    assert down.give_up is None and plan.waiting(written(down))
+    # Down with another error text: the message is updated, the warning not repeated.
+    again = plan.kfp_unavailable(written(down), "KFP at http://kfp: HTTP 502", later)
+    assert again.status is not None and again.warning is None
+    assert not plan.waiting({**written(down), "kfpRunId": "run-1"})
 
 
 @pytest.mark.parametrize(("unauthorized", "reason"), [(True, "KfpUnauthorized"), (False, "KfpRejected")])
@@ -144,15 +154,33 @@ def test_which_runs_the_timers_and_the_slots_look_at() -> None:
     assert not plan.expiring({}, {"phase": "Succeeded"})
 
 
+def test_kopfs_default_finalizer_is_replaced_by_benchgates() -> None:
+    old, new = "kopf.zalando.org/KopfFinalizerMarker", "benchgate.dev/kfp-run"
+    assert plan.migrated_finalizers([old]) == [new]
+    assert plan.migrated_finalizers(["other.io/keep", old, new]) == ["other.io/keep", new]
+    assert plan.migrated_finalizers([new]) is None and plan.migrated_finalizers(None) is None
+
+
 def test_the_active_deadline() -> None:
     spec = {"activeDeadlineSeconds": 60}
     assert not plan.past_deadline(spec, RUNNING, NOW + timedelta(seconds=60))
     assert plan.past_deadline(spec, RUNNING, NOW + timedelta(seconds=61))
     assert not plan.past_deadline({}, RUNNING, NOW + timedelta(days=9))
-    status = written(plan.deadline_exceeded(spec, RUNNING, NOW))
+    status = written(plan.deadline_exceeded(spec, RUNNING, True, NOW))
     assert status["phase"] == "Failed" and status["completionTime"] == STAMP
     finished = conditions(status)["Finished"]
     assert finished["reason"] == "DeadlineExceeded" and "activeDeadlineSeconds=60" in finished["message"]
+    assert "was terminated" in finished["message"]
+    canceling = conditions(written(plan.deadline_exceeded(spec, RUNNING, False, NOW)))["Finished"]
+    assert "already being canceled" in canceling["message"]
+
+
+def test_a_refused_terminate_is_a_condition_and_the_phase_holds() -> None:
+    status = written(plan.terminate_refused(RUNNING, "terminating after the deadline: HTTP 403", NOW))
+    assert list(status) == ["conditions"]
+    reachable = conditions(status)["KfpReachable"]
+    assert reachable["status"] == "False" and reachable["reason"] == "TerminateRefused"
+    assert "HTTP 403" in reachable["message"]
 
 
 def test_an_unreadable_kfp_run_keeps_its_phase() -> None:
@@ -306,6 +334,19 @@ def test_an_unresolved_branch_skips_the_time_with_an_event() -> None:
     outcome = sched.branch_unresolved(due, {}, "no branch release/9.9", NOW)
     assert conditions(written(outcome))["Scheduled"]["reason"] == "BranchUnresolved"
     assert outcome.warning == ("BranchUnresolved", "no branch release/9.9")
+
+
+def test_a_refused_create_skips_the_time_with_one_event_per_refusal() -> None:
+    due = look(SCHEDULE)
+    assert isinstance(due, sched.Due)
+    message = "creating BenchmarkRun team-a/nightly-3: HTTP 403: exceeded quota"
+    first = sched.create_refused(due, {}, message, NOW)
+    scheduled = conditions(written(first))["Scheduled"]
+    assert scheduled["status"] == "False" and scheduled["reason"] == "CreateRefused"
+    assert first.warning == ("CreateRefused", message) and first.retry is None
+    told = {"conditions": written(first)["conditions"]}
+    assert sched.create_refused(due, told, message, NOW).warning is None  # the same refusal again
+    assert sched.create_refused(due, told, message + " (limited: 4)", NOW).warning is not None
 
 
 @pytest.mark.parametrize(("policy", "replaced"), [("Allow", []), ("Replace", ["nightly-2"])])

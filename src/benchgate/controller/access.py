@@ -9,6 +9,9 @@ Why each verb:
   schedule creates them, and deletes them for history limits, `Replace` and `ttlSecondsAfterFinished`.
 - benchmarkschedules: listed and watched, patched for kopf's annotations.
 - the status subresources: kopf and the handlers write `.status` through them.
+- benchmarkschedules/finalizers (update): a scheduled run's owner reference sets blockOwnerDeletion,
+  which API servers that enforce owner references (OpenShift) allow only to who may update the
+  owner's finalizers. Nothing updates them otherwise.
 - events: kopf posts one per handler failure and the handlers one per rejection.
 Nothing else: no secrets (tokens arrive as environment variables from the chart's secret), no pods,
 no namespaces (kopf runs with scanning off and watches either all namespaces or its own).
@@ -20,6 +23,10 @@ from dataclasses import dataclass
 
 GROUP = "benchgate.dev"
 VERSION = "v1alpha1"
+# The finalizer that holds a BenchmarkRun's deletion until its KFP run is terminated, named for the
+# group; releases before 0.2 left kopf's default, which the controller replaces when it meets it.
+FINALIZER = f"{GROUP}/kfp-run"
+KOPF_DEFAULT_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,7 @@ REQUIRED_ACCESS: tuple[Access, ...] = (
     Access(GROUP, "benchmarkruns/status", ("patch",)),
     Access(GROUP, "benchmarkschedules", ("list", "patch", "watch")),
     Access(GROUP, "benchmarkschedules/status", ("patch",)),
+    Access(GROUP, "benchmarkschedules/finalizers", ("update",)),
     Access("", "events", ("create",)),
 )
 

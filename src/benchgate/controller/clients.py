@@ -12,6 +12,7 @@ All three are synchronous clients; the handlers call them through `asyncio.to_th
 
 from __future__ import annotations
 
+import json
 import tempfile
 import threading
 from pathlib import Path
@@ -19,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from benchgate.controller.access import GROUP, VERSION
 from benchgate.controller.settings import ControllerSettings
-from benchgate.kfp.api import KfpApi, preflight
+from benchgate.errors import ConfigError, RunFailedError
+from benchgate.kfp.api import KfpApi, kfp_namespace, preflight
 from benchgate.kfp.submit import compile_package, ensure_run, load_package
 
 if TYPE_CHECKING:
@@ -34,24 +36,29 @@ class KfpRuns:
     def __init__(self, settings: ControllerSettings) -> None:
         self.settings = settings
         self._api: KfpApi | None = None
+        self._multi_user = False
         self._spec: dict[str, Any] | None = None
-        self._experiment_id: str | None = None
+        self._experiment_ids: dict[str | None, str] = {}  # by the namespace it is filed under
         self._lock = threading.Lock()
         self._workdir = tempfile.TemporaryDirectory(prefix="benchgate-controller-")
 
     def api(self) -> KfpApi:
         with self._lock:
             if self._api is None:
-                preflight(self.settings.kfp)  # unreachable vs refused, in plain words
+                # Unreachable vs refused, in plain words; and whether experiments need a namespace.
+                self._multi_user = preflight(self.settings.kfp)
                 self._api = KfpApi(self.settings.kfp)
             return self._api
 
-    def experiment_id(self) -> str:
+    def experiment_id(self, namespace: str) -> str:
+        """The experiment of the runs of BenchmarkRuns in `namespace`: on a multi-user KFP, one per
+        namespace (its Kubeflow profile), where the team sees its runs; else one for all."""
         api = self.api()
+        filed_under = kfp_namespace(self.settings.kfp.namespace, self._multi_user, namespace)
         with self._lock:  # once: concurrent first submissions must not race to create it
-            if self._experiment_id is None:
-                self._experiment_id = api.experiment_id(self.settings.experiment)
-            return self._experiment_id
+            if filed_under not in self._experiment_ids:
+                self._experiment_ids[filed_under] = api.experiment_id(self.settings.experiment, filed_under)
+            return self._experiment_ids[filed_under]
 
     def pipeline_spec(self) -> dict[str, Any]:
         with self._lock:
@@ -59,17 +66,19 @@ class KfpRuns:
                 self._spec = load_package(compile_package(Path(self._workdir.name)))
             return self._spec
 
-    def ensure(self, run_name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
-        return ensure_run(self.api(), self.experiment_id(), run_name, arguments, self.pipeline_spec)
+    def ensure(self, run_name: str, arguments: dict[str, Any], namespace: str) -> tuple[str, bool]:
+        experiment_id = self.experiment_id(namespace)
+        return ensure_run(self.api(), experiment_id, run_name, arguments, self.pipeline_spec)
 
-    def find(self, run_name: str) -> str | None:
-        return self.api().find_run(self.experiment_id(), run_name)
+    def find(self, run_name: str, namespace: str) -> str | None:
+        return self.api().find_run(self.experiment_id(namespace), run_name)
 
     def state(self, run_id: str) -> tuple[str, list[tuple[str, str]]]:
         return self.api().run_state(run_id)
 
-    def terminate(self, run_id: str) -> None:
-        self.api().terminate_run(run_id)
+    def terminate(self, run_id: str) -> bool:
+        """False when the run had already ended or was being canceled: nothing to terminate."""
+        return self.api().terminate_run(run_id)
 
     def url(self, run_id: str) -> str:
         return self.settings.kfp.run_url(run_id)
@@ -130,7 +139,8 @@ class KubeRuns:
         self.api = client.CustomObjectsApi(api_client)
 
     def create(self, manifest: dict[str, Any]) -> bool:
-        """Create `manifest`; False when an object of that name exists already (a retried create)."""
+        """Create `manifest`; False when an object of that name exists already (a retried create).
+        The API server refusing it is a ConfigError with its answer; failing (5xx), a RunFailedError."""
         from kubernetes.client.exceptions import ApiException
 
         namespace = manifest["metadata"]["namespace"]
@@ -139,7 +149,11 @@ class KubeRuns:
         except ApiException as e:
             if e.status == 409:
                 return False
-            raise
+            answer = f"creating BenchmarkRun {namespace}/{manifest['metadata']['name']}: HTTP {e.status}: "
+            answer += _api_message(e)
+            if e.status is not None and 400 <= int(e.status) < 500:
+                raise ConfigError(answer) from None
+            raise RunFailedError(answer) from None
         return True
 
     def list(self, namespace: str) -> list[dict[str, Any]]:
@@ -156,3 +170,12 @@ class KubeRuns:
         except ApiException as e:
             if e.status != 404:  # already gone is what we wanted
                 raise
+
+
+def _api_message(error: Any) -> str:
+    """The API server's own words from a kubernetes ApiException: the Status object's message, else
+    the raw body or reason."""
+    try:
+        return str(json.loads(error.body or "")["message"])
+    except (ValueError, KeyError, TypeError):
+        return str(error.body or error.reason)[:300]

@@ -17,8 +17,10 @@ from typing import Any
 
 import kopf
 
+from benchgate.controller.access import FINALIZER
 from benchgate.controller.clients import KfpRuns, KubeRuns, Verdicts
 from benchgate.controller.handlers import Runtime, register
+from benchgate.controller.schedule_handlers import register_schedules
 from benchgate.controller.settings import ControllerSettings
 
 
@@ -30,6 +32,7 @@ def build(
     """A registry with every handler, and the runtime the handlers share (kopf's `memo`)."""
     registry = kopf.OperatorRegistry()
     register(registry, settings)
+    register_schedules(registry, settings)
 
     @kopf.on.startup(registry=registry)
     async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -40,6 +43,7 @@ def build(
         # A run deleted while one of its timers is mid-call (the TTL timer deletes its own object)
         # keeps its finalizer until kopf looks again: every second, not kopf's default minute.
         settings.background.cancellation_polling = 1.0
+        settings.persistence.finalizer = FINALIZER
 
     runtime = Runtime(settings, KfpRuns(settings), KubeRuns(kube_host), Verdicts(settings), clock)
     return registry, runtime

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from benchgate.controller import status as st
+from benchgate.controller.access import FINALIZER, KOPF_DEFAULT_FINALIZER
 from benchgate.controller.resources import BenchmarkRunSpec, parse_spec, pipeline_arguments
 from benchgate.controller.status import BenchmarkRunStatus, BenchmarkScheduleStatus, Verdict
 from benchgate.errors import ConfigError
@@ -29,11 +30,12 @@ View = Mapping[str, Any]
 @dataclass(frozen=True)
 class Outcome:
     """What a handler does once it has decided: write `status` (None: nothing), post `warning` (reason,
-    message) as a warning Event, then end: `give_up` (kopf.PermanentError, never tried again), `retry`
-    (kopf.TemporaryError, tried again after the poll interval) or neither (done)."""
+    message) as a warning Event or `notice` as a normal one, then end: `give_up` (kopf.PermanentError,
+    never tried again), `retry` (kopf.TemporaryError, tried again after the poll interval) or neither."""
 
     status: BenchmarkRunStatus | BenchmarkScheduleStatus | None = None
     warning: tuple[str, str] | None = None
+    notice: tuple[str, str] | None = None
     retry: str | None = None
     give_up: str | None = None
 
@@ -111,29 +113,66 @@ def refused(status: View, reason: str, message: str, now: datetime, give_up: str
     )
 
 
+def migrated_finalizers(finalizers: list[str] | None) -> list[str] | None:
+    """The finalizers with kopf's default marker replaced by benchgate's, None when there is none: an
+    object finalized under the old name would stay Terminating, as nothing removes that name now."""
+    if KOPF_DEFAULT_FINALIZER not in (finalizers or []):
+        return None
+    kept = [f for f in finalizers or [] if f != KOPF_DEFAULT_FINALIZER]
+    return kept if FINALIZER in kept else [*kept, FINALIZER]
+
+
 def slot_free(held: set[str], name: str, limit: int) -> bool:
     """Whether run `name` may hold a slot of its namespace's limit (0: none), given the runs holding one."""
     return name in held or limit <= 0 or len(held) < limit
 
 
 def queued(status: View, namespace: str, limit: int, now: datetime) -> Outcome:
-    """No free slot: Pending (reason Queued), looked at again after the poll interval."""
+    """No free slot: Pending (reason Queued); the dispatch timer looks again every poll interval."""
     message = f"waiting: {limit} BenchmarkRuns of namespace {namespace} are submitted or running"
     return _pending(status, "Queued", message, now)
 
 
 def kfp_unavailable(status: View, message: str, now: datetime) -> Outcome:
-    """KFP unreachable or answering 5xx: Pending (reason KfpUnavailable), submitted again later."""
+    """KFP unreachable or answering 5xx: Pending (reason KfpUnavailable); submitted again later."""
     return _pending(status, "KfpUnavailable", message, now)
 
 
+# The reasons a run waits for: a slot of its namespace's limit, or KFP.
+WAITING = ("Queued", "KfpUnavailable")
+
+
+def waiting(status: View) -> bool:
+    """Whether the dispatch timer looks at this run: Pending for a slot or for KFP, with no KFP run."""
+    return (
+        status.get("phase") == st.PENDING
+        and not status.get("kfpRunId")
+        and any(
+            c.get("type") == "Submitted" and c.get("status") == "False" and c.get("reason") in WAITING
+            for c in status.get("conditions") or []
+        )
+    )
+
+
 def _pending(status: View, reason: str, message: str, now: datetime) -> Outcome:
+    """Pending, condition Submitted False `reason`. Waiting is a state, not an error: an Event when the
+    run starts waiting for this reason (normal for a queue, a warning for KFP), and the same wait seen
+    again by the next look writes and tells nothing."""
+    current: Mapping[str, Any] = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == "Submitted"), {}
+    )
+    same = status.get("phase") == st.PENDING and current.get("status") == "False"
+    same = same and current.get("reason") == reason
+    if same and current.get("message") == message:
+        return Outcome()
+    told = None if same else (reason, message)
     return Outcome(
         status=BenchmarkRunStatus(
             phase=st.PENDING,
             conditions=_conditions(status, st.condition("Submitted", False, reason, message, now)),
         ),
-        retry=message,
+        notice=told if reason == "Queued" else None,
+        warning=told if reason != "Queued" else None,
     )
 
 
@@ -177,13 +216,21 @@ def past_deadline(spec: View, status: View, now: datetime) -> bool:
     return bool(deadline and started and now - started > timedelta(seconds=int(deadline)))
 
 
-def deadline_exceeded(spec: View, status: View, now: datetime) -> Outcome:
-    """The run passed activeDeadlineSeconds and its KFP run was terminated: Failed."""
+def deadline_exceeded(spec: View, status: View, terminated: bool, now: datetime) -> Outcome:
+    """The run passed activeDeadlineSeconds while its KFP run was still going: Failed. `terminated`:
+    this look terminated the KFP run (else it was already being canceled)."""
     message = (
         f"ran longer than activeDeadlineSeconds={spec.get('activeDeadlineSeconds')}; "
-        "the KFP run was terminated"
+        f"the KFP run {'was terminated' if terminated else 'was already being canceled'}"
     )
     return Outcome(status=_finished(status, st.FAILED, "DeadlineExceeded", message, now))
+
+
+def terminate_refused(status: View, message: str, now: datetime) -> Outcome:
+    """KFP refused to terminate a run past its deadline: said as a condition (no Event on every look);
+    the phase holds and the next look tries again."""
+    refused = st.condition("KfpReachable", False, "TerminateRefused", message, now)
+    return Outcome(status=BenchmarkRunStatus(conditions=_conditions(status, refused)))
 
 
 def kfp_unreadable(status: View, message: str, now: datetime) -> Outcome:

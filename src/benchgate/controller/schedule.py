@@ -218,6 +218,19 @@ def branch_unresolved(due: Due, status: Mapping[str, Any], message: str, now: da
     )
 
 
+def create_refused(due: Due, status: Mapping[str, Any], message: str, now: datetime) -> Outcome:
+    """The API server refused the scheduled run (a quota, an admission policy, RBAC): this time is
+    skipped. The Event is posted when the refusal is new, not again at every time it repeats."""
+    told = any(
+        c.get("type") == "Scheduled" and c.get("reason") == "CreateRefused" and c.get("message") == message
+        for c in status.get("conditions") or []
+    )
+    return Outcome(
+        status=_scheduled(due.time, status, False, "CreateRefused", message, now),
+        warning=None if told else ("CreateRefused", message),
+    )
+
+
 @dataclass(frozen=True)
 class Creation:
     """A scheduled run to create: `replace` (unfinished runs deleted first, under Replace), `manifest`,

@@ -1,7 +1,12 @@
 """The controller's settings, read once from its environment (the chart's ConfigMap and Secret).
 
 KFP_HOST                          KFP API endpoint (required), as for `benchgate submit`
-KFP_TOKEN                         bearer token for KFP (optional; from the chart's existingSecret)
+KFP_TOKEN                         bearer token for KFP (optional; from the chart's existingSecret);
+                                  without it, the token file at KF_PIPELINES_SA_TOKEN_PATH (default
+                                  /var/run/secrets/kubeflow/pipelines/token: the chart's
+                                  kfp.serviceAccountToken), read again at every request
+KFP_NAMESPACE                     profile namespace of the experiment on a multi-user KFP (default:
+                                  each BenchmarkRun's own namespace; on a single-user KFP none)
 KF_PIPELINES_UI_ENDPOINT          base URL of the KFP UI for status links (default: KFP_HOST)
 MLFLOW_TRACKING_URI               MLflow server the pipeline logs to; the verdict is read back from it
 MLFLOW_TRACKING_TOKEN             MLflow bearer token (optional; from the chart's existingSecret)

@@ -1,5 +1,6 @@
-"""The KFP API as benchgate uses it: the connection from the environment (KFP_HOST, KFP_TOKEN, the
-in-cluster service-account token), a preflight that tells "unreachable" from "refused", and the few
+"""The KFP API as benchgate uses it: the connection from the environment (KFP_HOST, KFP_TOKEN, else the
+in-cluster service-account token file, read again for every request because it rotates; KFP_NAMESPACE),
+a preflight that tells "unreachable" from "refused" (and whether KFP is multi-user), and the few
 kfp.Client calls that submit and the controller make, with KFP's errors turned into benchgate's.
 """
 
@@ -23,6 +24,9 @@ from benchgate.errors import ConfigError, RunFailedError
 DEFAULT_SA_TOKEN_PATH = "/var/run/secrets/kubeflow/pipelines/token"
 ATTEMPT_SUFFIX = "-attempt-"
 CONNECT_TIMEOUT_S = 10.0
+# The run states KFP terminates a run from: its run store's TerminateRun updates only rows in these
+# states (kubeflow/pipelines backend/src/apiserver/storage/run_store.go) and answers 400 for any other.
+TERMINABLE_STATES = frozenset({"PENDING", "RUNNING", "PAUSED", "RUNTIME_STATE_UNSPECIFIED"})
 
 
 class KfpRefused(ConfigError):
@@ -36,11 +40,34 @@ class KfpRejected(ConfigError):
 @dataclass(frozen=True)
 class Connection:
     host: str
-    token: str | None
+    token: str | None  # KFP_TOKEN: a fixed bearer token
     ui: str
+    # Without KFP_TOKEN, a token file (a projected ServiceAccount token): read again for every request,
+    # because the kubelet rotates it and the one read at start expires within the hour.
+    token_file: Path | None = None
+    # KFP_NAMESPACE: the profile namespace of the experiment on a multi-user KFP (empty: decided per
+    # run, `kfp_namespace`).
+    namespace: str = ""
+
+    def bearer(self) -> str | None:
+        """The token to send now: KFP_TOKEN, else the token file's current content."""
+        if self.token or self.token_file is None:
+            return self.token
+        try:
+            return self.token_file.read_text(encoding="utf-8").strip() or None
+        except OSError:
+            return None
 
     def run_url(self, run_id: str) -> str:
         return f"{self.ui.rstrip('/')}/#/runs/details/{run_id}"
+
+
+def kfp_namespace(configured: str, multi_user: bool, run_namespace: str | None) -> str | None:
+    """The namespace to file experiments under: KFP_NAMESPACE when set; on a multi-user KFP (which
+    refuses an experiment without one) the namespace of the run's own resource; else none."""
+    if configured:
+        return configured
+    return (run_namespace or None) if multi_user else None
 
 
 def connection_from_env(environ: Mapping[str, str]) -> Connection:
@@ -53,9 +80,10 @@ def connection_from_env(environ: Mapping[str, str]) -> Connection:
         raise ConfigError(f"KFP_HOST: got {host!r} (expected an http:// or https:// URL)")
     token = environ.get("KFP_TOKEN") or None
     token_path = Path(environ.get("KF_PIPELINES_SA_TOKEN_PATH", DEFAULT_SA_TOKEN_PATH))
-    if token is None and token_path.is_file():
-        token = token_path.read_text(encoding="utf-8").strip() or None
-    return Connection(host.rstrip("/"), token, environ.get("KF_PIPELINES_UI_ENDPOINT") or host)
+    token_file = token_path if token is None and token_path.is_file() else None
+    ui = environ.get("KF_PIPELINES_UI_ENDPOINT") or host
+    namespace = environ.get("KFP_NAMESPACE", "").strip()
+    return Connection(host.rstrip("/"), token, ui, token_file=token_file, namespace=namespace)
 
 
 def attempt_number(base: str, name: str) -> int | None:
@@ -75,22 +103,30 @@ class Attempt:
 
 
 def _headers(conn: Connection) -> dict[str, str]:
-    return {"Authorization": f"Bearer {conn.token}"} if conn.token else {}
+    token = conn.bearer()
+    return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-def preflight(conn: Connection) -> None:
-    """One cheap call before anything else, to tell 'unreachable' from 'refused' in plain words."""
+def preflight(conn: Connection) -> bool:
+    """One cheap call before anything else, to tell 'unreachable' from 'refused' in plain words.
+    Returns whether KFP is multi-user (its healthz says so), where every experiment needs a namespace."""
     url = f"{conn.host}/apis/v2beta1/healthz"
     try:
         response = requests.get(url, headers=_headers(conn), timeout=CONNECT_TIMEOUT_S)
     except requests.RequestException as e:
         raise RunFailedError(f"KFP_HOST: cannot reach {conn.host} ({type(e).__name__}: {e})") from None
     _raise_for_status(response.status_code, response.text, conn)
+    try:
+        return bool(response.json().get("multi_user", False))
+    except (ValueError, AttributeError):
+        return False
 
 
 def _raise_for_status(status: int, body: str, conn: Connection) -> None:
     if status in (401, 403):
-        which = "KFP_TOKEN" if conn.token else "no token (set KFP_TOKEN)"
+        which = "no token (set KFP_TOKEN)"
+        if conn.token or conn.token_file:
+            which = "KFP_TOKEN" if conn.token else f"the token in {conn.token_file}"
         raise KfpRefused(f"KFP at {conn.host} refused the credentials: HTTP {status} with {which}")
     if 400 <= status < 500 and status not in (404, 408, 429):
         # The request itself is wrong (a parameter KFP rejects): retrying cannot help.
@@ -106,10 +142,15 @@ class KfpApi:
         import kfp
 
         self.conn = conn
+        # A token file is read again before every request (kfp's refresh hook); a fixed token is not.
+        credentials = None
+        if not conn.token and conn.token_file is not None:
+            credentials = kfp.client.ServiceAccountTokenVolumeCredentials(str(conn.token_file))
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore", FutureWarning)  # "only works with KFP v2.0.0-beta.2 and later"
             self.client = self._call(
-                lambda: kfp.Client(host=conn.host, existing_token=conn.token), quiet=True
+                lambda: kfp.Client(host=conn.host, existing_token=conn.token, credentials=credentials),
+                quiet=True,
             )
 
     def _call(self, fn: Callable[[], Any], quiet: bool = False) -> Any:
@@ -120,9 +161,15 @@ class KfpApi:
         from urllib3.exceptions import HTTPError
 
         try:
-            if quiet:
-                with contextlib.redirect_stdout(io.StringIO()):  # kfp prints its links; we print ours
-                    return fn()
+            try:
+                if quiet:
+                    with contextlib.redirect_stdout(io.StringIO()):  # kfp prints its links; we print ours
+                        return fn()
+                return fn()
+            except ApiException as e:
+                # A token file rotated between its read and KFP's check: once more, with the new one.
+                if e.status != 401 or self.conn.token or self.conn.token_file is None:
+                    raise
             return fn()
         except ApiException as e:
             _raise_for_status(int(e.status or 0), str(e.body or e.reason), self.conn)
@@ -130,8 +177,21 @@ class KfpApi:
         except HTTPError as e:
             raise RunFailedError(f"KFP_HOST: lost connection to {self.conn.host} ({e})") from None
 
-    def experiment_id(self, name: str) -> str:
-        return str(self._call(lambda: self.client.create_experiment(name), quiet=True).experiment_id)
+    def own_namespace(self, multi_user: bool) -> str | None:
+        """The namespace of a CLI user's experiments: KFP_NAMESPACE, else on a multi-user KFP the one of
+        the kfp CLI's context (`kfp`'s own setting); None on a single-user KFP."""
+        namespace = kfp_namespace(self.conn.namespace, multi_user, self.client.get_user_namespace() or None)
+        if multi_user and namespace is None:
+            raise ConfigError(
+                f"KFP_NAMESPACE: not set, and KFP at {self.conn.host} is multi-user: every experiment "
+                "belongs to a profile namespace (set KFP_NAMESPACE to yours)"
+            )
+        return namespace
+
+    def experiment_id(self, name: str, namespace: str | None = None) -> str:
+        """The experiment `name` (in `namespace` on a multi-user KFP), created when it is missing."""
+        found = self._call(lambda: self.client.create_experiment(name, namespace=namespace), quiet=True)
+        return str(found.experiment_id)
 
     def find_run(self, experiment_id: str, run_name: str) -> str | None:
         name_filter = json.dumps(
@@ -179,8 +239,17 @@ class KfpApi:
         result = self._call(lambda: self.client.runs.run_service_create_run(run=body))
         return str(result.run_id)
 
-    def terminate_run(self, run_id: str) -> None:
-        self._call(lambda: self.client.terminate_run(run_id))
+    def terminate_run(self, run_id: str) -> bool:
+        """Ask KFP to cancel the run; False when there was nothing to cancel: the run had already ended
+        or was being canceled, which KFP answers with HTTP 400 ("Row not found"), an answer the state
+        read after it tells from a request KFP refused."""
+        try:
+            self._call(lambda: self.client.terminate_run(run_id))
+        except KfpRejected:
+            if self.run_state(run_id)[0] in TERMINABLE_STATES:
+                raise
+            return False
+        return True
 
     def run_state(self, run_id: str) -> tuple[str, list[tuple[str, str]]]:
         run = self._call(lambda: self.client.get_run(run_id))

@@ -180,10 +180,11 @@ def submit_bisect(
     """Start the bisection's run, or attach to the one of the same name; with `wait`, follow it until it
     ends. The outcome's exit code is 3 where it did not succeed (or the wait timed out); where it
     succeeded, the bisection's own result is in MLflow and the run's artifact."""
-    preflight(conn)
+    multi_user = preflight(conn)
     api = KfpApi(conn)
     name = bisect_run_name(arguments)
-    run_id, reused = ensure_run(api, api.experiment_id(experiment), name, arguments, compiled_spec)
+    experiment_id = api.experiment_id(experiment, api.own_namespace(multi_user))
+    run_id, reused = ensure_run(api, experiment_id, name, arguments, compiled_spec)
     outcome = SubmitOutcome(run_id, name, conn.run_url(run_id), reused)
     say(f"{'attached to existing' if reused else 'submitted'} run {name}: {outcome.url}")
     if not wait:

@@ -197,9 +197,10 @@ def submit(
 ) -> SubmitOutcome:
     """Submit (or re-attach to) the run for `arguments` and, with `wait`, follow it to its verdict.
     `rerun`: start the next attempt when the latest one ended FAILED, CANCELED or SKIPPED."""
-    preflight(conn)
+    multi_user = preflight(conn)
     api = KfpApi(conn)
-    outcome = _start_or_attach(api, conn, arguments, api.experiment_id(experiment), rerun, say)
+    experiment_id = api.experiment_id(experiment, api.own_namespace(multi_user))
+    outcome = _start_or_attach(api, conn, arguments, experiment_id, rerun, say)
     if outcome.state is not None or not wait:
         return outcome
     ended = follow(api, outcome, timeout_s, poll_s)

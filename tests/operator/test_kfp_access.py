@@ -1,0 +1,62 @@
+"""The controller against a KFP that a production Kubeflow runs: multi-user (every experiment in a
+profile namespace) and reached with a projected ServiceAccount token that the kubelet rotates. Through
+the real controller, the emulated API server and the FAKE KFP server (tests/fake_kfp_server.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from operator_harness import (  # cluster, fake_kfp, kmock_options: fixtures
+    Cluster,
+    cluster,
+    fake_kfp,
+    kmock_options,
+    run_manifest,
+)
+
+pytestmark = pytest.mark.asyncio
+
+
+def in_namespace(name: str, namespace: str) -> dict[str, Any]:
+    manifest = run_manifest(name)
+    manifest["metadata"]["namespace"] = namespace
+    return manifest
+
+
+def status_in(cluster: Cluster, name: str, namespace: str) -> dict[str, Any]:
+    return dict((cluster.get(name, namespace) or {}).get("status") or {})
+
+
+async def test_on_a_multi_user_kfp_each_namespaces_runs_go_to_its_own_experiment(cluster: Cluster) -> None:
+    # Multi-user KFP refuses an experiment without a namespace (400): before, every run failed so.
+    cluster.kfp.scenario.multi_user = True
+    await cluster.create(in_namespace("a-1", "team-a"))
+    await cluster.create(in_namespace("b-1", "team-b"))
+    for name, namespace in (("a-1", "team-a"), ("b-1", "team-b")):
+        await cluster.wait(
+            lambda n=name, ns=namespace: status_in(cluster, n, ns).get("phase") == "Running",
+            what=f"{namespace}/{name} running",
+        )
+    experiments = {e["experiment_id"]: e for e in cluster.kfp.experiments.values()}
+    assert sorted(e["namespace"] for e in experiments.values()) == ["team-a", "team-b"]
+    assert {e["display_name"] for e in experiments.values()} == {"benchgate"}
+    for name, namespace in (("a-1", "team-a"), ("b-1", "team-b")):
+        run = cluster.kfp.runs[status_in(cluster, name, namespace)["kfpRunId"]]
+        assert experiments[run["experiment_id"]]["namespace"] == namespace
+
+
+@pytest.mark.parametrize("cluster", [{"token_file": True}], indirect=True)
+async def test_a_rotated_token_file_is_read_again_not_refused_for_good(cluster: Cluster) -> None:
+    await cluster.create(run_manifest("before"))
+    await cluster.phase("before", "Running")
+    # The kubelet rotates the projected token: KFP refuses the old one from now on, and the new one is
+    # in the file by the time the refusal arrives (the fake writes it just before answering 401).
+    token_file = cluster.token_file
+    assert token_file is not None
+    cluster.kfp.scenario.token = "rotated-token"
+    cluster.kfp.scenario.on_unauthorized = lambda: token_file.write_text("rotated-token\n", encoding="utf-8")
+    await cluster.create(run_manifest("after"))
+    await cluster.phase("after", "Running")
+    cluster.kfp.force(cluster.status("before")["kfpRunId"], "SUCCEEDED")
+    await cluster.phase("before", "Succeeded")  # still followed with the new token

@@ -95,16 +95,17 @@ def test_screen_with_three_history_runs_does_not_pass_a_clearly_slower_commit(
     stored_baseline(repo, runs=3)
     commit(repo, "twice the layers", layers=24)
     # Gated in a shallow clone (a CI runner's checkout): the baseline's commit is not there, so no A/B
-    # can step in and the screen's verdict over the three runs is the verdict.
+    # can step in and the screen's verdict over the three runs is the verdict: FAIL, or UNKNOWN where
+    # three runs on a loaded host leave its interval too wide (seen on CI: -39%, interval up to +3.8%).
     clone = tmp_path / "shallow"
     subprocess.run(["git", "clone", "-q", "--depth", "1", repo.as_uri(), str(clone)], check=True)
     shutil.copytree(repo / "baselines", clone / "baselines")
     shutil.copy2(repo / "bench.toml", clone / "bench.toml")
     slow = run(clone, "out-slow", "--no-update-baseline")
     row = timing_row(clone, "out-slow")
-    assert row["decided_by"] == "screen" and row["status"] == "FAIL", row
+    assert row["decided_by"] == "screen" and row["status"] in ("FAIL", "UNKNOWN"), row
     assert "over 3 earlier runs" in str(row["note"])
-    assert slow.returncode == 1, slow.stdout + slow.stderr
+    assert slow.returncode == (1 if row["status"] == "FAIL" else 4), slow.stdout + slow.stderr
 
 
 @pytest.mark.slow

@@ -81,7 +81,6 @@ def test_an_invalid_spec_is_refused_for_good_with_an_event() -> None:
     assert found["Finished"]["status"] == "True" and "spec.worldSize" in found["Finished"]["message"]
     assert outcome.warning is not None and outcome.warning[0] == "InvalidSpec"
     assert outcome.give_up is not None and outcome.give_up.startswith("invalid spec: spec.worldSize")
-    assert outcome.retry is None
 
 
 def test_slots_of_the_namespace_limit() -> None:
@@ -97,7 +96,7 @@ def test_waiting_for_a_slot_or_for_kfp_is_pending_and_told_once() -> None:
     assert written(queued)["phase"] == "Pending"
     assert conditions(written(queued))["Submitted"]["reason"] == "Queued"
     # A state, not an error: a normal Event when the wait starts, no retry (the dispatch timer looks).
-    assert queued.notice == ("Queued", message) and queued.warning is None and queued.retry is None
+    assert queued.notice == ("Queued", message) and queued.warning is None
     assert plan.waiting(written(queued))
     # The next look finds it still queued: nothing to write, nothing to tell.
     assert plan.queued(written(queued), "team-a", 4, NOW + timedelta(seconds=30)) == plan.Outcome()
@@ -106,7 +105,7 @@ def test_waiting_for_a_slot_or_for_kfp_is_pending_and_told_once() -> None:
     down = plan.kfp_unavailable(written(queued), "KFP at http://kfp: HTTP 503", later)
     submitted = conditions(written(down))["Submitted"]
     assert submitted["reason"] == "KfpUnavailable" and submitted["lastTransitionTime"] == STAMP
-    assert down.warning == ("KfpUnavailable", "KFP at http://kfp: HTTP 503") and down.retry is None
+    assert down.warning == ("KfpUnavailable", "KFP at http://kfp: HTTP 503")
     assert down.give_up is None and plan.waiting(written(down))
     # Down with another error text: the message is updated, the warning not repeated.
     again = plan.kfp_unavailable(written(down), "KFP at http://kfp: HTTP 502", later)
@@ -120,7 +119,7 @@ def test_kfp_refusing_the_token_or_the_run_fails_for_good(unauthorized: bool, re
     assert written(outcome)["phase"] == "Failed"
     assert conditions(written(outcome))["Submitted"]["reason"] == reason
     assert outcome.warning == (reason, "HTTP 400: bad parameter")
-    assert outcome.give_up == "HTTP 400: bad parameter" and outcome.retry is None
+    assert outcome.give_up == "HTTP 400: bad parameter"
 
 
 @pytest.mark.parametrize(("reused", "said"), [(False, "submitted KFP run"), (True, "attached to existing")])
@@ -136,7 +135,7 @@ def test_a_submitted_run_is_named_and_linked(reused: bool, said: str) -> None:
         "startTime": STAMP,
     }
     assert said in conditions(status)["Submitted"]["message"]
-    assert outcome.retry is None and outcome.give_up is None
+    assert outcome.give_up is None
 
 
 # ---------------------------------------------------------------- follow
@@ -343,7 +342,7 @@ def test_a_refused_create_skips_the_time_with_one_event_per_refusal() -> None:
     first = sched.create_refused(due, {}, message, NOW)
     scheduled = conditions(written(first))["Scheduled"]
     assert scheduled["status"] == "False" and scheduled["reason"] == "CreateRefused"
-    assert first.warning == ("CreateRefused", message) and first.retry is None
+    assert first.warning == ("CreateRefused", message)
     told = {"conditions": written(first)["conditions"]}
     assert sched.create_refused(due, told, message, NOW).warning is None  # the same refusal again
     assert sched.create_refused(due, told, message + " (limited: 4)", NOW).warning is not None

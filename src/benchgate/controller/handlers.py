@@ -1,6 +1,6 @@
 """The kopf handlers of BenchmarkRun (those of BenchmarkSchedule: `schedule_handlers`): each gathers its
 inputs (the object, the clock, a slot, remote answers), asks a pure function of `planning` what to do,
-and applies the `Outcome` (status through its model, an Event, kopf's retry or give-up) and the remote
+and applies the `Outcome` (status through its model, an Event, kopf's give-up) and the remote
 calls. The runtime they share and `apply_outcome` are here for both modules.
 
 BenchmarkRun life cycle:
@@ -78,8 +78,6 @@ def apply_outcome(outcome: Outcome, body: Any, patch: kopf.Patch, rt: Runtime) -
         kopf.event(body, type="Normal", reason=reason, message=message[:1000])
     if outcome.give_up is not None:
         raise kopf.PermanentError(outcome.give_up)
-    if outcome.retry is not None:
-        raise kopf.TemporaryError(outcome.retry, delay=rt.settings.poll_s)
 
 
 async def _claim_slot(rt: Runtime, namespace: str, name: str) -> bool:
@@ -170,7 +168,13 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
         if finalizers is not None:
             patch.metadata["finalizers"] = finalizers
 
+    def waiting(status: Any, **_: Any) -> bool:
+        return plan.waiting(status)
+
+    # Created: submitted at once. Waiting for a slot or for KFP: the create handler has returned (so
+    # kopf neither retries it nor logs an error at every look), and the dispatch timer submits it later.
     @kopf.on.create(*RUNS, registry=registry, id="submit")
+    @kopf.timer(*RUNS, registry=registry, id="dispatch", interval=settings.poll_s, when=waiting)
     async def submit(
         body: Any,
         spec: Any,
@@ -185,29 +189,6 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
         **_: Any,
     ) -> None:
         if plan.seen_before(status, uid in memo.decided):
-            return
-        await _submit(memo, body, spec, meta, status, namespace, name, uid, patch, logger)
-
-    def waiting(status: Any, **_: Any) -> bool:
-        return plan.waiting(status)
-
-    # A run that waits (for a slot, or for KFP) is submitted from here, quietly: the create handler
-    # has returned, so kopf neither retries it nor logs an error for every look.
-    @kopf.timer(*RUNS, registry=registry, id="dispatch", interval=settings.poll_s, when=waiting)
-    async def dispatch(
-        body: Any,
-        spec: Any,
-        meta: Any,
-        status: Any,
-        namespace: str,
-        name: str,
-        uid: str,
-        patch: kopf.Patch,
-        memo: Runtime,
-        logger: logging.Logger,
-        **_: Any,
-    ) -> None:
-        if uid in memo.decided:
             return
         await _submit(memo, body, spec, meta, status, namespace, name, uid, patch, logger)
 

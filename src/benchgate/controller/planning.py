@@ -31,12 +31,11 @@ View = Mapping[str, Any]
 class Outcome:
     """What a handler does once it has decided: write `status` (None: nothing), post `warning` (reason,
     message) as a warning Event or `notice` as a normal one, then end: `give_up` (kopf.PermanentError,
-    never tried again), `retry` (kopf.TemporaryError, tried again after the poll interval) or neither."""
+    never tried again) or done (a run that still waits, a timer looks at again)."""
 
     status: BenchmarkRunStatus | BenchmarkScheduleStatus | None = None
     warning: tuple[str, str] | None = None
     notice: tuple[str, str] | None = None
-    retry: str | None = None
     give_up: str | None = None
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 GROUP = "benchgate.dev"
 VERSION = "v1alpha1"
 # The finalizer that holds a BenchmarkRun's deletion until its KFP run is terminated, named for the
-# group; releases before 0.2 left kopf's default, which the controller replaces when it meets it.
+# group; earlier releases left kopf's default, which the controller replaces when it meets it.
 FINALIZER = f"{GROUP}/kfp-run"
 KOPF_DEFAULT_FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
 

@@ -92,32 +92,8 @@ def _release_slot(rt: Runtime, namespace: str, name: str) -> None:
     rt.slots[namespace].discard(name)
 
 
-async def _submit(
-    rt: Runtime,
-    body: Any,
-    spec: Any,
-    meta: Any,
-    status: Any,
-    namespace: str,
-    name: str,
-    uid: str,
-    patch: kopf.Patch,
-    logger: logging.Logger,
-) -> None:
-    """Submit the run, or say why it waits (a slot, KFP) or was refused; once per object at a time."""
-    if uid in rt.submitting:  # the other path is at it (nothing is awaited between check and claim)
-        return
-    rt.submitting.add(uid)
-    try:
-        outcome = await _submission(rt, body, spec, meta, status, namespace, name, uid, patch, logger)
-        apply_outcome(outcome, body, patch, rt)
-    finally:
-        rt.submitting.discard(uid)
-
-
 async def _submission(
     rt: Runtime,
-    body: Any,
     spec: Any,
     meta: Any,
     status: Any,
@@ -127,6 +103,7 @@ async def _submission(
     patch: kopf.Patch,
     logger: logging.Logger,
 ) -> Outcome:
+    """Submit the run (exactly once: `ensure_run`), or say why it waits (a slot, KFP) or was refused."""
     now = rt.clock()
     submission = plan.submission(
         spec, meta, status, namespace, name, uid, rt.settings.mlflow_uri, rt.known_parameters, now
@@ -188,9 +165,16 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
         logger: logging.Logger,
         **_: Any,
     ) -> None:
-        if plan.seen_before(status, uid in memo.decided):
+        # One submission per object at a time: the two registrations run apart, and nothing is awaited
+        # between this check and the claim.
+        if plan.seen_before(status, uid in memo.decided) or uid in memo.submitting:
             return
-        await _submit(memo, body, spec, meta, status, namespace, name, uid, patch, logger)
+        memo.submitting.add(uid)
+        try:
+            outcome = await _submission(memo, spec, meta, status, namespace, name, uid, patch, logger)
+            apply_outcome(outcome, body, patch, memo)
+        finally:
+            memo.submitting.discard(uid)
 
     def following(status: Any, **_: Any) -> bool:
         return plan.following(status)

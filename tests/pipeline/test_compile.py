@@ -275,3 +275,109 @@ def test_the_env_task_gets_the_kfp_run_id_as_the_mlflow_run_key(
     parameters = task["inputs"]["parameters"]
     assert parameters["kfp_run_id"]["runtimeValue"]["constant"] == "{{$.pipeline_job_uuid}}"
     assert parameters["kfp_run_name"]["runtimeValue"]["constant"] == "{{$.pipeline_job_name}}"
+
+
+GPU_TASKS = ("env", "bench ws=1", "bench ws=N", "eval", "trace", "A/B")
+LIGHT_TASKS = ("compare", "gate", "gate (A/B)")
+
+
+def _root_parameter(spec: dict[str, Any], dag_name: str, task: dict[str, Any], name: str) -> str:
+    """The pipeline parameter the task input `name` of `task` (in DAG `dag_name`) is wired to, followed
+    up through the condition sub-DAGs; fails where the chain ends anywhere else (a constant, a missing
+    DAG input: what KFP leaves where it did not thread a parameter into a sub-DAG)."""
+    dags = {"root": spec["root"], **{k: c for k, c in spec["components"].items() if "dag" in c}}
+    parents = {
+        t["componentRef"]["name"]: (parent, t)
+        for parent, component in dags.items()
+        for t in component["dag"]["tasks"].values()
+        if t["componentRef"]["name"] in dags
+    }
+    while True:
+        source = task["inputs"]["parameters"][name]
+        assert set(source) == {"componentInputParameter"}, (dag_name, name, source)
+        name = source["componentInputParameter"]
+        assert name in dags[dag_name].get("inputDefinitions", {}).get("parameters", {}), (dag_name, name)
+        if dag_name == "root":
+            return name
+        dag_name, task = parents[dag_name]
+
+
+def _shm_mounts(platform: dict[str, Any], executor: str) -> list[dict[str, Any]]:
+    k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"].get(executor, {})
+    return [m for m in k8s.get("emptyDirMounts", []) if m["mountPath"] == "/dev/shm"]
+
+
+@pytest.mark.parametrize("display_name", GPU_TASKS)
+def test_every_gpu_task_requests_cpu_and_memory_from_the_parameters_and_mounts_a_memory_shm(
+    pipeline: tuple[dict[str, Any], dict[str, Any]], display_name: str
+) -> None:
+    """Not BestEffort: the pod requests CPU and memory, the pipeline parameters gpu_cpu_request and
+    gpu_memory_request, wired into every DAG the task sits in (the A/B task's two condition levels too);
+    and a memory-backed /dev/shm for NCCL and DataLoader workers, not the runtime's 64 MiB."""
+    spec, platform = pipeline
+    found = _tasks_by_display_name(spec, display_name)
+    assert len(found) == (2 if display_name == "A/B" else 1)
+    for dag_name, task in found:
+        executor = _executor(spec, task)
+        resources = spec["deploymentSpec"]["executors"][executor]["container"]["resources"]
+        for field, parameter in (
+            ("resourceCpuRequest", "gpu_cpu_request"),
+            ("resourceMemoryRequest", "gpu_memory_request"),
+        ):
+            (channel,) = PLACEHOLDER.findall(resources[field])
+            assert channel == f"pipelinechannel--{parameter}", (display_name, field)
+            assert _root_parameter(spec, dag_name, task, channel) == parameter, (display_name, dag_name)
+        assert "resourceMemoryLimit" not in resources  # an OOM kill mid-measurement is no result
+        (shm,) = _shm_mounts(platform, executor)
+        assert shm["medium"] == "Memory" and shm["sizeLimit"] == "16Gi", display_name
+
+
+def test_the_request_parameters_default_to_a_floor_for_an_8_gpu_node(
+    pipeline: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    spec, _ = pipeline
+    parameters = spec["root"]["inputDefinitions"]["parameters"]
+    assert parameters["world_size_n"]["defaultValue"] == 8
+    assert parameters["gpu_cpu_request"]["defaultValue"] == "8"
+    assert parameters["gpu_memory_request"]["defaultValue"] == "32Gi"
+
+
+@pytest.mark.parametrize("display_name", LIGHT_TASKS)
+def test_the_cpu_tasks_request_a_little_and_mount_no_shm(
+    pipeline: tuple[dict[str, Any], dict[str, Any]], display_name: str
+) -> None:
+    spec, platform = pipeline
+    found = _tasks_by_display_name(spec, display_name)
+    assert len(found) == 2  # one in each branch of baseline_pvc
+    for _, task in found:
+        executor = _executor(spec, task)
+        resources = spec["deploymentSpec"]["executors"][executor]["container"]["resources"]
+        assert (resources["resourceCpuRequest"], resources["resourceMemoryRequest"]) == ("500m", "1Gi")
+        assert "accelerator" not in resources and _shm_mounts(platform, executor) == []
+
+
+def test_no_executor_of_either_pipeline_is_best_effort() -> None:
+    """Every executor, whatever its task: a nonzero CPU and memory request (a placeholder resolves to a
+    parameter, which `benchgate submit` and the controller check is above zero)."""
+    for path in (REPO / PIPELINE_FILE, REPO / BISECT_PIPELINE_FILE):
+        spec, _ = _load(path)
+        for label, executor in spec["deploymentSpec"]["executors"].items():
+            resources = executor["container"].get("resources", {})
+            for field in ("resourceCpuRequest", "resourceMemoryRequest"):
+                value = resources.get(field, "")
+                assert PLACEHOLDER.fullmatch(value) or re.search("[1-9]", value), (path.name, label, field)
+
+
+def test_the_bisect_task_requests_cpu_and_memory_and_mounts_a_memory_shm() -> None:
+    spec, platform = _load(REPO / BISECT_PIPELINE_FILE)
+    (task,) = spec["root"]["dag"]["tasks"].values()
+    executor = _executor(spec, task)
+    resources = spec["deploymentSpec"]["executors"][executor]["container"]["resources"]
+    for field, parameter in (
+        ("resourceCpuRequest", "gpu_cpu_request"),
+        ("resourceMemoryRequest", "gpu_memory_request"),
+    ):
+        (channel,) = PLACEHOLDER.findall(resources[field])
+        assert _root_parameter(spec, "root", task, channel) == parameter
+    (shm,) = _shm_mounts(platform, executor)
+    assert shm["medium"] == "Memory"

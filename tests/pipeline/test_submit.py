@@ -150,6 +150,28 @@ def test_submit_rejects_an_unknown_pipeline_parameter(fake: tuple[FakeKfp, str])
     assert not state.requests
 
 
+def test_submit_sends_the_gpu_pod_requests_as_quantity_strings(fake: tuple[FakeKfp, str]) -> None:
+    state, url = fake
+    result = submit_cli(
+        url, "--commit", SHA, "--param", "gpu_cpu_request=16", "--param", "gpu_memory_request=64Gi"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    (body,) = state.created_runs
+    parameters = body["runtime_config"]["parameters"]
+    # 16 reads as a number on the command line; the pipeline's parameter, and KFP's driver, want text.
+    assert (parameters["gpu_cpu_request"], parameters["gpu_memory_request"]) == ("16", "64Gi")
+
+
+def test_submit_refuses_a_request_kfp_could_not_use_before_anything_is_sent(
+    fake: tuple[FakeKfp, str],
+) -> None:
+    state, url = fake
+    result = submit_cli(url, "--commit", SHA, "--param", "gpu_memory_request=32GB")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "gpu_memory_request: got '32GB' (expected a Kubernetes quantity above zero" in result.stderr
+    assert not state.requests
+
+
 BAD_COMMITS = [
     pytest.param("$(touch {pwned})", id="command-substitution"),
     pytest.param(";touch {pwned}", id="semicolon"),

@@ -20,7 +20,14 @@ from pydantic.alias_generators import to_camel
 
 from benchgate.config import DEFAULT_WORKLOAD, Tolerances
 from benchgate.errors import ConfigError
-from benchgate.kfp.params import config_from_parameters, workload_args_parameter
+from benchgate.kfp.params import (
+    CPU_QUANTITY_PATTERN,
+    GPU_CPU_REQUEST,
+    GPU_MEMORY_REQUEST,
+    MEMORY_QUANTITY_PATTERN,
+    config_from_parameters,
+    workload_args_parameter,
+)
 from benchgate.kfp.submit import build_arguments
 from benchgate.measure.source import MAX_BRANCH_LENGTH
 
@@ -124,6 +131,19 @@ class RunParameters(_Spec):
     tolerations: list[Toleration] = Field(
         default_factory=lambda: [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")],
         description="Tolerations of the GPU tasks.",
+    )
+    # Strings, as a quantity in YAML must be quoted here ("8"): the schema has no int-or-string.
+    cpu_request: str = Field(
+        GPU_CPU_REQUEST,
+        pattern=CPU_QUANTITY_PATTERN,
+        description='CPU request of each GPU task\'s pod, a quantity ("8", "500m"), above zero: with no '
+        "request a pod is BestEffort. The default is a core per rank of the default worldSize 8.",
+    )
+    memory_request: str = Field(
+        GPU_MEMORY_REQUEST,
+        pattern=MEMORY_QUANTITY_PATTERN,
+        description="Memory request of each GPU task's pod, a quantity (\"32Gi\"), above zero; the pod's "
+        "memory-backed /dev/shm (up to 16Gi, for NCCL and DataLoader workers) counts against it.",
     )
     baseline_pvc: str = Field(
         "",
@@ -246,6 +266,8 @@ def pipeline_arguments(spec: BenchmarkRunSpec, mlflow_tracking_uri: str, known: 
         "accelerator_type": spec.accelerator_type,
         "gpu_node_selector": dict(spec.node_selector),
         "gpu_tolerations": [{k: v for k, v in t.model_dump().items() if v} for t in spec.tolerations],
+        "gpu_cpu_request": spec.cpu_request,
+        "gpu_memory_request": spec.memory_request,
         "baseline_pvc": spec.baseline_pvc,
         "mlflow_tracking_uri": mlflow_tracking_uri,
         "config": config,

@@ -8,8 +8,9 @@ decisions are compared with one another (each against good, with the rounds size
 good's step time), so all of them must run on the same machine, as a local bisect does. One pod
 running the local bisect (kfp/bisect_task.py) gives exactly that; a task per step could land each on
 another node. The task asks for `world_size` GPUs on the GPU pool with the gate pipeline's settings
-(accelerator type, node selector, tolerations, the optional MLflow credentials secret), is never
-cached, and logs the bisection to MLflow (kind bisect) tagged with this pipeline run's id.
+(accelerator type, node selector, tolerations, CPU and memory requests, a memory /dev/shm, the optional
+MLflow credentials secret), is never cached, and logs the bisection to MLflow (kind bisect) tagged
+with this pipeline run's id.
 
 Submission follows `benchgate submit` (kfp/submit.py): the run's name is fixed by its arguments, so
 a second identical submit attaches to the run the first started instead of bisecting again.
@@ -29,8 +30,8 @@ from benchgate.config import DEFAULT_WORKLOAD
 from benchgate.errors import EXIT_RUN_FAILED, ConfigError
 from benchgate.kfp.api import Connection, KfpApi, preflight
 from benchgate.kfp.components import component
-from benchgate.kfp.params import workload_args_parameter
-from benchgate.kfp.pipeline import GPU_TOLERATION, MLFLOW_SECRET_KEYS
+from benchgate.kfp.params import GPU_CPU_REQUEST, GPU_MEMORY_REQUEST, workload_args_parameter
+from benchgate.kfp.pipeline import GPU_TOLERATION, MLFLOW_SECRET_KEYS, on_gpu_pool
 from benchgate.kfp.submit import SubmitOutcome, ensure_run, follow, load_package
 from benchgate.measure.source import validate_commit, validate_repository
 from benchgate.tracking.client import local_store_path
@@ -89,6 +90,8 @@ def bisect_pipeline(
     # KFP reads a parameter's type from a bare dict or list, and its default as a literal.
     gpu_node_selector: dict = {},  # noqa: B006
     gpu_tolerations: list = [GPU_TOLERATION],  # noqa: B006
+    gpu_cpu_request: str = GPU_CPU_REQUEST,
+    gpu_memory_request: str = GPU_MEMORY_REQUEST,
     mlflow_secret: str = "benchgate-mlflow",
 ) -> None:
     """A bisection of good..bad in one task.
@@ -103,6 +106,8 @@ def bisect_pipeline(
         config: The TOML text `benchgate bisect --config` reads: [gate.ab] (rounds, budget),
             [gate.tolerances] throughput_drop_pct, [bench] device, [tracking] experiment.
         mlflow_tracking_uri: Where the bisection is logged (empty: the cluster's MLFLOW_TRACKING_URI).
+        gpu_cpu_request: CPU request of the task's pod, a Kubernetes quantity ("8", "7500m").
+        gpu_memory_request: Memory request of the task's pod ("32Gi"); its /dev/shm counts against it.
     """
     task = bisect(
         good=good,
@@ -117,9 +122,15 @@ def bisect_pipeline(
         kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
     )
     task.set_display_name(TASK_NAME).set_caching_options(False)
-    task.set_accelerator_type(accelerator_type).set_accelerator_limit(world_size)
-    kubernetes.add_node_selector_json(task, gpu_node_selector)
-    kubernetes.add_toleration_json(task, gpu_tolerations)
+    on_gpu_pool(
+        task,
+        world_size,
+        accelerator_type=accelerator_type,
+        node_selector=gpu_node_selector,
+        tolerations=gpu_tolerations,
+        cpu_request=gpu_cpu_request,
+        memory_request=gpu_memory_request,
+    )
     kubernetes.use_secret_as_env(task, mlflow_secret, MLFLOW_SECRET_KEYS, optional=True)
 
 

@@ -132,13 +132,17 @@ def ab(
     base_commit: str,
     gpus: int,
     accelerator_type: str,
+    gpu_cpu_request: str,
+    gpu_memory_request: str,
     baseline_pvc: str,
     results: Output[Artifact],
     verdict: Output[Markdown],
     figures: Output[Metrics],
 ) -> str:
     """Interleaved A/B of the base commit and the candidate on this node, round by round, for the world
-    sizes the screen could not PASS; the A/B decision replaces the screen's. Publishes."""
+    sizes the screen could not PASS; the A/B decision replaces the screen's. Publishes.
+    gpus, accelerator_type, gpu_cpu_request, gpu_memory_request: what the pod asked for (for its log;
+    not cpu_request or memory_request, the names KFP gives a task's own resource inputs)."""
     from benchgate.kfp.tasks import ab_task
 
     return ab_task(
@@ -148,6 +152,8 @@ def ab(
         base_commit,
         gpus,
         accelerator_type,
+        gpu_cpu_request,
+        gpu_memory_request,
         baseline_pvc,
         results.path,
         verdict.path,

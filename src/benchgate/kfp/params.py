@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,6 +38,39 @@ CLUSTER_TRACKING_DIRS = {
 }
 # The pod-local directory that stands in for the mount point when no volume is mounted.
 POD_LOCAL_DIR = Path(tempfile.gettempdir()) / "benchgate"
+
+# The GPU tasks' pod requests, pipeline parameters (kfp/pipeline.py applies them; the BenchmarkRun's
+# cpuRequest and memoryRequest carry them). A pod with no request is BestEffort: evicted first under
+# memory pressure, served CPU last while it is timed. The defaults suit the default world_size_n=8, 8
+# ranks in one pod of an 8-GPU training node (~100 CPUs, 1 TiB and more): a core and 4 GiB per rank is
+# a floor any such node holds. A smaller GPU node needs smaller values, or the pods stay Pending.
+GPU_CPU_REQUEST = "8"
+GPU_MEMORY_REQUEST = "32Gi"
+# Kubernetes quantities, as the chart's values.schema.json writes them, above zero (a zero request leaves
+# the pod BestEffort), each with the suffixes that make sense for its resource: CPUs ("8", "0.5",
+# "500m"), bytes ("32Gi", "64G", "34359738368"). Plain JSON-schema regexes, so the CRD's schema and the
+# controller read them alike. Above zero: a nonzero digit before the point, or after it.
+_ABOVE_ZERO = r"([0-9]*[1-9][0-9]*(\.[0-9]+)?|[0-9]+\.[0-9]*[1-9][0-9]*)"
+CPU_QUANTITY_PATTERN = rf"^{_ABOVE_ZERO}m?$"
+MEMORY_QUANTITY_PATTERN = rf"^{_ABOVE_ZERO}(k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$"
+REQUEST_PARAMETERS = {
+    "gpu_cpu_request": (CPU_QUANTITY_PATTERN, '"8", "0.5" or "500m"'),
+    "gpu_memory_request": (MEMORY_QUANTITY_PATTERN, '"32Gi" or "64G"'),
+}
+
+
+def request_parameter(name: str, value: Any) -> str:
+    """The request parameter `name` (one of REQUEST_PARAMETERS) as the pipeline takes it: a quantity
+    string above zero. A number (`--param gpu_cpu_request=8` reads as one) becomes its text. Checked
+    here because KFP's driver parses it only when the task's pod is made: a bad one would fail the run
+    on the cluster, a zero would leave the pod BestEffort."""
+    pattern, examples = REQUEST_PARAMETERS[name]
+    text = str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or re.fullmatch(pattern, text) is None:
+        raise ConfigError(
+            f"{name}: got {shown(value)} (expected a Kubernetes quantity above zero, e.g. {examples})"
+        )
+    return text
 
 
 def world_sizes_for(n: int) -> list[int]:

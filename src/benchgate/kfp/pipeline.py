@@ -28,8 +28,19 @@ Why this shape:
 - Nothing is cached: a cached bench would report an old commit's timings.
 
 Platform settings come from parameters (kfp-kubernetes): the accelerator resource and count, the GPU
-pool's node selector and tolerations, the MLflow credentials secret (optional: the run starts without
-it) and, optionally, the PersistentVolumeClaim for the baseline cache and spool.
+pool's node selector and tolerations, the GPU pods' CPU and memory requests, the MLflow credentials
+secret (optional: the run starts without it) and, optionally, the PersistentVolumeClaim for the baseline
+cache and spool.
+
+Pod resources: a pod with no CPU or memory request is BestEffort, the first evicted under memory
+pressure and the last served CPU while it is being timed, so every task asks for some. The GPU tasks
+ask for `gpu_cpu_request` and `gpu_memory_request` (defaults in kfp/params.py, sized for the default
+ws=8 on an 8-GPU node), compare and gate for LIGHT_CPU_REQUEST and LIGHT_MEMORY_REQUEST. No memory
+limit is set: a training run that outgrows one is OOM-killed mid-measurement, and KFP's driver cannot
+leave out a limit given as an empty parameter. Each GPU task mounts a memory-backed emptyDir at /dev/shm
+(the container runtime's own is 64 MiB): NCCL between the ranks of one pod and DataLoader workers pass
+data through it. Its pages count as the pod's memory, against `gpu_memory_request`; SHM_SIZE_LIMIT caps
+it (kfp-kubernetes takes the size at compile time only, so it is no parameter).
 """
 
 import inspect
@@ -40,15 +51,51 @@ from kfp import dsl, kubernetes
 
 from benchgate.config import DEFAULT_WORKLOAD, RunConfig
 from benchgate.kfp import components as c
-from benchgate.kfp.params import CLUSTER_BASELINE_DIR, CLUSTER_BASELINE_MOUNT, config_from_parameters
+from benchgate.kfp.params import (
+    CLUSTER_BASELINE_DIR,
+    CLUSTER_BASELINE_MOUNT,
+    GPU_CPU_REQUEST,
+    GPU_MEMORY_REQUEST,
+    config_from_parameters,
+)
 
 PIPELINE_NAME = "benchgate"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+# /dev/shm of each GPU task: NCCL's buffers between one pod's ranks take some hundreds of MiB (the
+# runtime's 64 MiB fails), DataLoader workers' batches more; half the default memory request leaves the
+# rest to the processes. A tmpfs takes pages only as they are written: a cap, not a reservation.
+SHM_VOLUME = "dshm"
+SHM_SIZE_LIMIT = "16Gi"
+# compare and gate: MLflow, a report, a verdict; a small request keeps them out of BestEffort too.
+LIGHT_CPU_REQUEST = "500m"
+LIGHT_MEMORY_REQUEST = "1Gi"
 MLFLOW_SECRET_KEYS = {
     "username": "MLFLOW_TRACKING_USERNAME",
     "password": "MLFLOW_TRACKING_PASSWORD",
     "token": "MLFLOW_TRACKING_TOKEN",
 }
+
+
+def on_gpu_pool(
+    task: dsl.PipelineTask,
+    count: Any,
+    *,
+    accelerator_type: Any,
+    node_selector: Any,
+    tolerations: Any,
+    cpu_request: Any,
+    memory_request: Any,
+) -> dsl.PipelineTask:
+    """`task`'s pod on the GPU pool (each setting a pipeline parameter's channel): `count` GPUs, CPU and
+    memory requests (not BestEffort), a memory-backed /dev/shm of up to SHM_SIZE_LIMIT."""
+    task.set_accelerator_type(accelerator_type).set_accelerator_limit(count)
+    task.set_cpu_request(cpu_request).set_memory_request(memory_request)
+    kubernetes.empty_dir_mount(
+        task, volume_name=SHM_VOLUME, mount_path="/dev/shm", medium="Memory", size_limit=SHM_SIZE_LIMIT
+    )
+    kubernetes.add_node_selector_json(task, node_selector)
+    kubernetes.add_toleration_json(task, tolerations)
+    return task
 
 
 @dsl.pipeline(
@@ -73,6 +120,8 @@ def benchgate_pipeline(
     accelerator_type: str = "nvidia.com/gpu",
     gpu_node_selector: dict = {},  # noqa: B006
     gpu_tolerations: list = [GPU_TOLERATION],  # noqa: B006
+    gpu_cpu_request: str = GPU_CPU_REQUEST,
+    gpu_memory_request: str = GPU_MEMORY_REQUEST,
     mlflow_tracking_uri: str = "",
     mlflow_secret: str = "benchgate-mlflow",
     config: dict = {},  # noqa: B006
@@ -94,15 +143,26 @@ def benchgate_pipeline(
         tolerances: What counts as a regression, as benchgate's gate.tolerances, e.g.
             {"throughput_drop_pct": 5}.
         update_baseline: auto (on main, when the timing passes), always or never.
+        gpu_cpu_request: CPU request of each GPU task's pod, a Kubernetes quantity ("8", "7500m").
+        gpu_memory_request: Memory request of each GPU task's pod, a Kubernetes quantity ("32Gi"); the
+            task's /dev/shm (up to 16Gi) counts against it.
         config: Any other benchgate setting, shaped like the TOML file, e.g. {"eval": {"enabled":
             false}}; the named parameters win, and workload arguments go in workload_args.
     """
 
     def on_gpus(task: dsl.PipelineTask, count: object) -> dsl.PipelineTask:
-        task.set_accelerator_type(accelerator_type).set_accelerator_limit(count)
-        kubernetes.add_node_selector_json(task, gpu_node_selector)
-        kubernetes.add_toleration_json(task, gpu_tolerations)
-        return task
+        return on_gpu_pool(
+            task,
+            count,
+            accelerator_type=accelerator_type,
+            node_selector=gpu_node_selector,
+            tolerations=gpu_tolerations,
+            cpu_request=gpu_cpu_request,
+            memory_request=gpu_memory_request,
+        )
+
+    def on_cpu(task: dsl.PipelineTask) -> dsl.PipelineTask:
+        return task.set_cpu_request(LIGHT_CPU_REQUEST).set_memory_request(LIGHT_MEMORY_REQUEST)
 
     def common(task: dsl.PipelineTask, name: str) -> dsl.PipelineTask:
         task.set_display_name(name).set_caching_options(False)
@@ -146,22 +206,18 @@ def benchgate_pipeline(
                 kubernetes.mount_pvc(task, baseline_pvc, CLUSTER_BASELINE_MOUNT)
             return task
 
-        compared = stores(
-            common(
-                c.compare(
-                    setup=setup,
-                    bench_1=bench_1.outputs["results"],
-                    bench_n=bench_n.outputs["results"],
-                    evaluation=evaluation.outputs["results"],
-                    trace=profile.outputs["trace"],
-                    # The task keeps its stores under the volume's mount, or pod-local without one.
-                    baseline_pvc=baseline_pvc,
-                ),
-                "compare",
-            )
+        screened = c.compare(
+            setup=setup,
+            bench_1=bench_1.outputs["results"],
+            bench_n=bench_n.outputs["results"],
+            evaluation=evaluation.outputs["results"],
+            trace=profile.outputs["trace"],
+            # The task keeps its stores under the volume's mount, or pod-local without one.
+            baseline_pvc=baseline_pvc,
         )
+        compared = stores(on_cpu(common(screened, "compare")))
         with dsl.If(compared.outputs["ab_world_sizes"] == "", name="verdict final"):
-            common(c.gate(results=compared.outputs["results"]), "gate")
+            on_cpu(common(c.gate(results=compared.outputs["results"]), "gate"))
         with dsl.Else(name="timing undecided: A/B"):
             decided = stores(
                 on_gpus(
@@ -172,9 +228,11 @@ def benchgate_pipeline(
                             world_sizes=compared.outputs["ab_world_sizes"],
                             base_commit=compared.outputs["base_commit"],
                             # KFP 2.17 threads a pipeline parameter into a condition's sub-DAG only when
-                            # a component input uses it; the accelerator settings below need these two.
+                            # a component input uses it; the pod settings of on_gpus need these four.
                             gpus=world_size_n,
                             accelerator_type=accelerator_type,
+                            gpu_cpu_request=gpu_cpu_request,
+                            gpu_memory_request=gpu_memory_request,
                             baseline_pvc=baseline_pvc,
                         ),
                         "A/B",
@@ -182,7 +240,7 @@ def benchgate_pipeline(
                     world_size_n,
                 )
             )
-            common(c.gate(results=decided.outputs["results"]), "gate (A/B)")
+            on_cpu(common(c.gate(results=decided.outputs["results"]), "gate (A/B)"))
 
     # The baseline volume is optional: MLflow holds baselines and history, the stores are its cache.
     # The branch without one comes first, so its tasks keep the plain names (compare, ab, gate) that a

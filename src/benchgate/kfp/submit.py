@@ -37,7 +37,7 @@ from typing import Any
 
 from benchgate.errors import EXIT_PASS, EXIT_REGRESSION, EXIT_RUN_FAILED, ConfigError
 from benchgate.kfp.api import ATTEMPT_SUFFIX, Connection, KfpApi, preflight
-from benchgate.kfp.params import workload_args_parameter
+from benchgate.kfp.params import REQUEST_PARAMETERS, request_parameter, workload_args_parameter
 from benchgate.measure.source import validate_branch, validate_commit, validate_repository
 
 DEFAULT_EXPERIMENT = "benchgate"
@@ -90,6 +90,9 @@ def build_arguments(
         if key == "workload_args" and isinstance(value, dict):
             # The parameter is a JSON object in a string, where 512 stays an int (see kfp.params).
             value = workload_args_parameter(value)
+        elif key in REQUEST_PARAMETERS:
+            # A quantity string: KFP's driver would refuse a bad one only when it makes the task's pod.
+            value = request_parameter(key, value)
         arguments[key] = value
     return arguments
 

@@ -257,6 +257,8 @@ def ab_task(
     base_commit: str,
     gpus: int,
     accelerator_type: str,
+    cpu_request: str,
+    memory_request: str,
     baseline_pvc: str,
     results_dir: str,
     verdict_markdown: str,
@@ -265,8 +267,8 @@ def ab_task(
     """Decide `world_sizes` by interleaved A/B of the base commit and the candidate, then publish.
 
     Both sides run in this one task, on one node: their steps alternate, so the node's drift hits both.
-    `gpus` and `accelerator_type` are what the task asked the cluster for (its pod spec); `baseline_pvc`
-    the volume mounted for the stores, or "" for pod-local ones.
+    `gpus`, `accelerator_type`, `cpu_request` and `memory_request` are what the task asked the cluster
+    for (its pod spec); `baseline_pvc` the volume mounted for the stores, or "" for pod-local ones.
     """
     from benchgate.ab.runner import Side
     from benchgate.ab.stage import stage_ab
@@ -299,7 +301,8 @@ def ab_task(
         worlds = [int(ws) for ws in world_sizes.split(",") if ws]
         print(
             f"benchgate A/B: {base.description} vs {candidate.description} at ws={world_sizes}, "
-            f"with up to {gpus} x {accelerator_type}"
+            f"with up to {gpus} x {accelerator_type}, {cpu_request} CPUs and {memory_request} of memory "
+            "requested"
         )
         for ws in worlds:
             with stage(f"A/B ws={ws} (rounds)", config.gate.ab.max_rounds) as reporter:

@@ -25,6 +25,7 @@ from benchgate.kfp.params import (
     GPU_CPU_REQUEST,
     GPU_MEMORY_REQUEST,
     MEMORY_QUANTITY_PATTERN,
+    SHM_SIZE_LIMIT,
     config_from_parameters,
     workload_args_parameter,
 )
@@ -143,7 +144,8 @@ class RunParameters(_Spec):
         GPU_MEMORY_REQUEST,
         pattern=MEMORY_QUANTITY_PATTERN,
         description="Memory request of each GPU task's pod, a quantity (\"32Gi\"), above zero; the pod's "
-        "memory-backed /dev/shm (up to 16Gi, for NCCL and DataLoader workers) counts against it.",
+        f"memory-backed /dev/shm (up to {SHM_SIZE_LIMIT}, for NCCL and DataLoader workers) counts "
+        "against it.",
     )
     baseline_pvc: str = Field(
         "",

@@ -46,6 +46,11 @@ POD_LOCAL_DIR = Path(tempfile.gettempdir()) / "benchgate"
 # a floor any such node holds. A smaller GPU node needs smaller values, or the pods stay Pending.
 GPU_CPU_REQUEST = "8"
 GPU_MEMORY_REQUEST = "32Gi"
+# The cap of each GPU task's memory-backed /dev/shm (fixed at compile time: kfp-kubernetes takes no
+# parameter for it). NCCL's buffers between one pod's ranks take some hundreds of MiB (the runtime's
+# 64 MiB fails), DataLoader workers' batches more; half the default memory request leaves the rest to
+# the processes. A tmpfs takes pages only as they are written: a cap, not a reservation.
+SHM_SIZE_LIMIT = "16Gi"
 # Kubernetes quantities, as the chart's values.schema.json writes them, above zero (a zero request leaves
 # the pod BestEffort), each with the suffixes that make sense for its resource: CPUs ("8", "0.5",
 # "500m"), bytes ("32Gi", "64G", "34359738368"). Plain JSON-schema regexes, so the CRD's schema and the

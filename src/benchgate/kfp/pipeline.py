@@ -56,16 +56,13 @@ from benchgate.kfp.params import (
     CLUSTER_BASELINE_MOUNT,
     GPU_CPU_REQUEST,
     GPU_MEMORY_REQUEST,
+    SHM_SIZE_LIMIT,
     config_from_parameters,
 )
 
 PIPELINE_NAME = "benchgate"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-# /dev/shm of each GPU task: NCCL's buffers between one pod's ranks take some hundreds of MiB (the
-# runtime's 64 MiB fails), DataLoader workers' batches more; half the default memory request leaves the
-# rest to the processes. A tmpfs takes pages only as they are written: a cap, not a reservation.
 SHM_VOLUME = "dshm"
-SHM_SIZE_LIMIT = "16Gi"
 # compare and gate: MLflow, a report, a verdict; a small request keeps them out of BestEffort too.
 LIGHT_CPU_REQUEST = "500m"
 LIGHT_MEMORY_REQUEST = "1Gi"

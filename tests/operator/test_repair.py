@@ -23,6 +23,7 @@ from operator_harness import (  # cluster, fake_kfp, kmock_options: fixtures
 
 from benchgate.controller.access import FINALIZER
 from benchgate.controller.status import kfp_run_name
+from fake_kfp_server import FakeKfp
 
 pytestmark = pytest.mark.asyncio
 
@@ -138,3 +139,33 @@ async def test_kopfs_record_of_a_handled_run_is_written_with_its_status(cluster:
         "annotations" in json.dumps(r.data) for r in controller_patches(cluster, "whole") if not r.subresource
     )
     assert "annotations" not in cluster.get("whole")["metadata"]
+
+
+@pytest.fixture
+def kfp_down(fake_kfp: tuple[FakeKfp, str]) -> None:
+    """KFP answering 503 from before the controller starts (requested before `cluster`)."""
+    fake_kfp[0].scenario.fail_with = 503
+
+
+@pytest.mark.parametrize(
+    "cluster", [{**REPAIR, "precreate": [run_an_older_controller_left_unsubmitted()]}], indirect=True
+)
+async def test_the_repair_waits_quietly_for_a_kfp_that_is_down(kfp_down: None, cluster: Cluster) -> None:
+    name = kfp_run_name("team-a", "orphan", "8f1d0c1e-0000-4000-8000-000000000006")
+    cluster.kfp.experiments["exp-1"] = {"experiment_id": "exp-1", "display_name": "benchgate"}
+    cluster.kfp.runs["run-orphan"] = {
+        "run_id": "run-orphan",
+        "display_name": name,
+        "experiment_id": "exp-1",
+        "state": "RUNNING",
+    }
+    # Several looks fail: each is logged and the next one asks again; nothing written, and no Event
+    # (a KFP outage must not add one per run per look).
+    await cluster.wait(lambda: len(cluster.kfp.requests) >= 4, what="a few looks at a KFP that is down")
+    assert cluster.status("orphan") == {}
+    assert cluster.events() == []
+    cluster.kfp.scenario.fail_with = None
+    status = await cluster.phase("orphan", "Running", timeout_s=15)
+    assert status["kfpRunId"] == "run-orphan"
+    assert submitted_condition(status)["reason"] == "Repaired"
+    assert cluster.kfp.created_runs == []

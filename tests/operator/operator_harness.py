@@ -136,7 +136,8 @@ class ApiServerEmulator(KubernetesEmulator):  # type: ignore[misc]
     fixture's `enforce_owner_references` and `refuse_creates`): OpenShift's owner-reference enforcement,
     which refuses an object whose owner reference blocks the owner's deletion from a client that may not
     update the owner's finalizers; and a refusal of every BenchmarkRun the controller creates (a quota,
-    a policy)."""
+    a policy). `faults` (Cluster.fail): requests answered with an error before anything is stored, as
+    a write the API server loses."""
 
     enforce_owner_references = False
     refuse_creates: str | None = None

@@ -14,6 +14,8 @@ BenchmarkRun life cycle:
   follow  -> a timer mirrors the KFP run's state into the phase; at the end it reads the verdict and
              figures of the gate run from MLflow; past activeDeadlineSeconds it terminates the run if
              it is still going (an ended run keeps its own outcome).
+  repair  -> a timer looks up, by its name, the KFP run of an unfinished run whose status names none
+             (a status write lost after the submission) and follows it; it never creates one.
   expire  -> a timer deletes a finished run ttlSecondsAfterFinished after completion.
   delete  -> terminates the KFP run of an unfinished BenchmarkRun.
 Everything remote runs in a thread (`asyncio.to_thread`): the clients are synchronous.

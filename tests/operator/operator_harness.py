@@ -16,6 +16,7 @@ handler writing a key the model lacks fails every test that reaches it.
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -116,6 +117,16 @@ class Forbidden(KubernetesError):  # type: ignore[misc]
     message: str = ""
 
 
+@dataclass
+class Fault:
+    """A failure the API server answers instead of serving: every request `match` accepts, `times`
+    times, gets HTTP `status` and nothing of it is stored (a write lost to a 5xx, a timeout, a restart)."""
+
+    match: Callable[[Any], bool]
+    status: int
+    times: int
+
+
 class ApiServerEmulator(KubernetesEmulator):  # type: ignore[misc]
     """kmock's emulator plus what an API server adds to a new object (uid, resourceVersion, creation
     time, generation): kopf patches with a resourceVersion test, and objects the controller creates
@@ -125,12 +136,15 @@ class ApiServerEmulator(KubernetesEmulator):  # type: ignore[misc]
     fixture's `enforce_owner_references` and `refuse_creates`): OpenShift's owner-reference enforcement,
     which refuses an object whose owner reference blocks the owner's deletion from a client that may not
     update the owner's finalizers; and a refusal of every BenchmarkRun the controller creates (a quota,
-    a policy)."""
+    a policy). `faults` (Cluster.fail): requests answered with an error before anything is stored, as
+    a write the API server loses."""
 
     enforce_owner_references = False
     refuse_creates: str | None = None
+    faults: list[Fault] = []  # noqa: RUF012  (the `cluster` fixture gives each emulator its own list)
 
     async def _handle(self, request: Any) -> Any:
+        self._fail_if_faulty(request)
         if request.action == action.CREATE and request.headers.get("User-Agent") != TEST_CLIENT["User-Agent"]:
             self._admit(request)
         if request.action == action.CREATE and isinstance(request.data, dict):
@@ -140,6 +154,17 @@ class ApiServerEmulator(KubernetesEmulator):  # type: ignore[misc]
             meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
             meta.setdefault("generation", 1)
         return await super()._handle(request)
+
+    def _fail_if_faulty(self, request: Any) -> None:
+        # Before kmock's own handling: kmock stores a write even when one of its reactions answers it
+        # with an error, so only an answer given here loses the write.
+        for fault in self.faults:
+            if fault.times > 0 and fault.match(request):
+                fault.times -= 1
+                reason = "InternalError" if fault.status >= 500 else "Invalid"
+                # Details as an API server gives them (without any, kmock sends this server's traceback).
+                details = {"name": request.name, "kind": request.resource and request.resource.plural}
+                raise KubernetesError(fault.status, reason, "injected fault", details)
 
     def _admit(self, request: Any) -> None:
         if self.refuse_creates is not None and request.resource.plural == "benchmarkruns":
@@ -171,6 +196,13 @@ class Cluster:
     clock: Callable[[], datetime]
     runtime: Any
     token_file: Path | None = None  # the controller's KFP token file, with the `token_file` option
+
+    def fail(self, match: Callable[[Any], bool], status: int = 500, times: int = 1) -> Fault:
+        """Answer the next `times` requests that `match` accepts (a kmock request: `.resource`,
+        `.subresource`, `.data`, ...) with HTTP `status`, storing nothing; the Fault counts down."""
+        fault = Fault(match, status, times)
+        self.kmock.faults.append(fault)
+        return fault
 
     def path(self, plural: str, namespace: str, name: str = "") -> str:
         base = f"{self.url}/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{plural}"
@@ -276,6 +308,7 @@ async def cluster(
     precreate = options.pop("precreate", [])
     kmock.enforce_owner_references = options.pop("enforce_owner_references", False)
     kmock.refuse_creates = options.pop("refuse_creates", None)
+    kmock.faults = []  # Cluster.fail adds to it
     # `token_file`: the controller reads its KFP token from a file (a projected ServiceAccount token).
     token_file = tmp_path_factory.mktemp("token") / "token" if options.pop("token_file", False) else None
     if token_file is not None:
@@ -303,6 +336,11 @@ async def cluster(
     assert await asyncio.to_thread(controller.start, 20), "the controller did not start within 20 s"
     yield harness
     assert await asyncio.to_thread(controller.stop, 20), "the controller did not stop within 20 s"
+    # A kopf timer whose write the API server refused (Cluster.fail) leaves a task whose exception
+    # nobody retrieved; asyncio logs it, with its traceback, when the task is collected. Collected
+    # now, not inside a later `ast.parse` (pytest's assertion rewriting), where formatting that
+    # traceback would parse source again, which Python 3.11's ast module reports as a SystemError.
+    gc.collect()
     # Every test doubles as an RBAC audit: the controller used nothing the chart does not grant ...
     assert forbidden_requests(kmock) == []
     # ... and as a status audit: it wrote no status key (or value) its status model does not have.

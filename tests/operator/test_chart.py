@@ -65,7 +65,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
             "serviceAccountToken": True,
         },
         "mlflow": {"trackingUri": "http://mlflow.mlflow:5000", "uiEndpoint": "https://mlflow.example.com"},
-        "controller": {"pollSeconds": 2.5, "schedulePollSeconds": 60, "maxActivePerNamespace": 0},
+        "controller": {
+            "pollSeconds": 2.5,
+            "schedulePollSeconds": 60,
+            "repairSeconds": 120,
+            "maxActivePerNamespace": 0,
+        },
         "existingSecret": SECRET,
         "existingSecretKeys": {"kfpToken": "kfp", "mlflowToken": "mlflow"},
         "serviceAccount": {"name": "bg-controller", "annotations": {"iam.example.com/role": "bg"}},
@@ -564,12 +569,14 @@ def test_controller_parses_what_the_chart_renders(chart: helm_python.Chart) -> N
     assert settings.mlflow_ui == values["mlflow"]["uiEndpoint"]
     assert settings.poll_s == 2.5
     assert settings.schedule_poll_s == 60
+    assert settings.repair_s == 120
     assert settings.max_active_per_namespace == 0
     assert settings.watch_namespace == NAMESPACE
     assert settings.kfp.namespace == "ml-team"
     # The defaults parse too, to the controller's own defaults.
     defaults = settings_module.settings_from_env(one(render(chart, {}), "ConfigMap")["data"])
     assert (defaults.poll_s, defaults.schedule_poll_s, defaults.max_active_per_namespace) == (30, 30, 4)
+    assert defaults.repair_s == 300
     assert defaults.watch_namespace == ""
 
 
@@ -644,6 +651,7 @@ BAD_VALUES = [
     ({"controller": {"pollSeconds": 0}}, "pollSeconds"),
     ({"controller": {"pollSeconds": "30"}}, "pollSeconds"),
     ({"controller": {"schedulePollSeconds": -5}}, "schedulePollSeconds"),
+    ({"controller": {"repairSeconds": 0}}, "repairSeconds"),
     ({"controller": {"maxActivePerNamespace": -1}}, "maxActivePerNamespace"),
     ({"controller": {"maxActivePerNamespace": 1.5}}, "maxActivePerNamespace"),
     ({"existingSecret": "Not_A_Name"}, "existingSecret"),

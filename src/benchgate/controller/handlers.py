@@ -14,6 +14,8 @@ BenchmarkRun life cycle:
   follow  -> a timer mirrors the KFP run's state into the phase; at the end it reads the verdict and
              figures of the gate run from MLflow; past activeDeadlineSeconds it terminates the run if
              it is still going (an ended run keeps its own outcome).
+  repair  -> a timer looks up, by its name, the KFP run of an unfinished run whose status names none
+             (a status write lost after the submission) and follows it; it never creates one.
   expire  -> a timer deletes a finished run ttlSecondsAfterFinished after completion.
   delete  -> terminates the KFP run of an unfinished BenchmarkRun.
 Everything remote runs in a thread (`asyncio.to_thread`): the clients are synchronous.
@@ -270,3 +272,48 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
     async def immutable(body: Any, **_: Any) -> None:
         # The CRD's CEL rule rejects this on API servers that evaluate it; elsewhere, say it is ignored.
         kopf.warn(body, reason="SpecImmutable", message="spec changes are ignored; create a new BenchmarkRun")
+
+    def unsubmitted(status: Any, **_: Any) -> bool:
+        return plan.needs_repair(status)
+
+    # A run whose status lost its KFP run (kopf writes the object and its /status apart, and either can
+    # fail after the submission): found by its deterministic name, it is followed again. Only ever a
+    # lookup: creating runs stays the create handler's and the dispatch timer's.
+    @kopf.timer(
+        *RUNS,
+        registry=registry,
+        id="repair",
+        interval=settings.repair_s,
+        initial_delay=settings.repair_s,
+        when=unsubmitted,
+    )
+    async def repair(
+        body: Any,
+        status: Any,
+        namespace: str,
+        name: str,
+        uid: str,
+        patch: kopf.Patch,
+        memo: Runtime,
+        logger: logging.Logger,
+        **_: Any,
+    ) -> None:
+        remembered = memo.decided.get(uid)
+        if uid in memo.submitting or remembered == REFUSED:
+            return  # being submitted now, or refused: nothing of KFP's to find
+        run_name = kfp_run_name(namespace, name, uid)
+        run_id = remembered
+        if run_id is None:  # not submitted by this controller since it started: ask KFP
+            try:
+                run_id = await asyncio.to_thread(memo.kfp.find, run_name, namespace)
+            except (RunFailedError, ConfigError) as e:  # the next look asks again
+                logger.warning(f"could not look for KFP run {run_name}: {e}")
+                return
+        if not run_id or uid in memo.submitting:
+            return  # none yet (still waiting to be submitted), or a submission started meanwhile
+        async with memo.slot_lock:  # it runs: it holds its slot, whatever the limit says
+            memo.slots[namespace].add(name)
+        memo.decided[uid] = run_id
+        logger.warning(f"KFP run {run_name} ({run_id}) was missing from the status: following it again")
+        repaired = plan.repaired(status, run_name, run_id, memo.kfp.url(run_id), memo.clock())
+        apply_outcome(repaired, body, patch, memo)

@@ -20,6 +20,7 @@ import kopf
 from benchgate.controller.access import FINALIZER
 from benchgate.controller.clients import KfpRuns, KubeRuns, Verdicts
 from benchgate.controller.handlers import Runtime, register
+from benchgate.controller.persistence import keep_records_in_status
 from benchgate.controller.schedule_handlers import register_schedules
 from benchgate.controller.settings import ControllerSettings
 
@@ -44,6 +45,8 @@ def build(
         # keeps its finalizer until kopf looks again: every second, not kopf's default minute.
         settings.background.cancellation_polling = 1.0
         settings.persistence.finalizer = FINALIZER
+        # kopf's records in the status, written with ours: a lost status write loses both.
+        keep_records_in_status(settings)
 
     runtime = Runtime(settings, KfpRuns(settings), KubeRuns(kube_host), Verdicts(settings), clock)
     return registry, runtime

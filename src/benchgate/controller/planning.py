@@ -333,3 +333,26 @@ def to_terminate(status: View, remembered: str | None) -> str | None:
     if status.get("phase") in st.TERMINAL_PHASES or remembered == REFUSED:
         return None
     return str(status.get("kfpRunId") or remembered or "")
+
+
+# ---------------------------------------------------------------- repair: a status write that was lost
+
+
+def needs_repair(status: View) -> bool:
+    """Whether the repair timer looks for this run's KFP run: it has none in its status and has not
+    ended (refused runs are Failed). A status write lost after the submission (the API server failing
+    it, the controller killed between kopf's two writes) leaves a run like this, Pending ones included:
+    one the dispatch timer submitted still reads Pending. The look is a read: it never submits."""
+    return not status.get("kfpRunId") and status.get("phase") not in st.TERMINAL_PHASES
+
+
+def repaired(status: View, run_name: str, run_id: str, url: str, now: datetime) -> Outcome:
+    """The KFP run of a run whose status had lost it was found by its name: Submitted, as `submitted`
+    writes it, with reason Repaired (the follow timer then mirrors its state)."""
+    found = submitted(status, run_name, run_id, url, True, now).status
+    assert isinstance(found, BenchmarkRunStatus)
+    message = f"found KFP run {run_name}, whose submission the status had lost"
+    fixed = BenchmarkRunStatus(
+        conditions=_conditions(status, st.condition("Submitted", True, "Repaired", message, now))
+    )
+    return Outcome(status=found.model_copy(update={"conditions": fixed.conditions}))

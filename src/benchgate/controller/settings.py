@@ -14,6 +14,8 @@ MLFLOW_UI_ENDPOINT                base URL of the MLflow UI for status links (de
 BENCHGATE_KFP_EXPERIMENT          KFP experiment of the runs (default benchgate)
 BENCHGATE_POLL_S                  seconds between looks at a submitted KFP run (default 30)
 BENCHGATE_SCHEDULE_POLL_S         seconds between looks at each schedule (default 30)
+BENCHGATE_REPAIR_S                seconds between looks for the KFP run of an unfinished BenchmarkRun
+                                  whose status names none (a lost status write; default 300)
 BENCHGATE_MAX_ACTIVE_PER_NAMESPACE  submitted or running BenchmarkRuns per namespace (default 4;
                                   0 = no limit); more wait in phase Pending
 BENCHGATE_WATCH_NAMESPACE         watch only this namespace (the chart's namespaced-RBAC mode);
@@ -39,6 +41,7 @@ class ControllerSettings:
     mlflow_ui: str = ""
     poll_s: float = 30.0
     schedule_poll_s: float = 30.0
+    repair_s: float = 300.0
     max_active_per_namespace: int = 4
     watch_namespace: str = ""
     # Not from the environment: how long one look at MLflow (a verdict, a history check) waits for a
@@ -69,6 +72,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> ControllerSet
         mlflow_ui=(env.get("MLFLOW_UI_ENDPOINT", "").strip() or mlflow_uri).rstrip("/"),
         poll_s=_number(env, "BENCHGATE_POLL_S", 30.0, 0.01),
         schedule_poll_s=_number(env, "BENCHGATE_SCHEDULE_POLL_S", 30.0, 0.01),
+        repair_s=_number(env, "BENCHGATE_REPAIR_S", 300.0, 0.01),
         max_active_per_namespace=int(_number(env, "BENCHGATE_MAX_ACTIVE_PER_NAMESPACE", 4, 0)),
         watch_namespace=env.get("BENCHGATE_WATCH_NAMESPACE", "").strip(),
     )

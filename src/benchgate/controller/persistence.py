@@ -1,0 +1,42 @@
+"""Where kopf keeps its own records on our objects: in `status.kopf`, written by the same `/status`
+request as the handlers' status.
+
+kopf writes an object in two requests when its resource has a status subresource: the object's
+metadata first, then `/status`. By default its record that an object's creation was handled (the
+"diff base", the spec it last handled) is an annotation, so it goes in the first request while our
+`kfpRunId` goes in the second: lose the second (an API server error, the controller killed between
+them) and kopf holds the run for submitted while its status names no KFP run. Kept in the status, the
+record is written with the status or not at all, and a run whose write was lost is handled as new
+again (the submission attaches to its KFP run). Handler progress (retries of a handler that failed)
+goes there too, for the same reason.
+
+Objects an older controller handled carry the record as an annotation only: it is still read, after
+the status (never written), so they resume as handled runs instead of being created anew. The CRDs
+keep unknown status fields, so the API server does not prune `status.kopf`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+KOPF_FIELD = "status.kopf"
+
+
+class StatusDiffBase(kopf.MultiDiffBaseStorage):
+    """kopf's record of the handled spec in `status.kopf.last-handled-configuration`; the annotation
+    of older controllers read when the status has none, never written."""
+
+    def __init__(self) -> None:
+        self.status = kopf.StatusDiffBaseStorage(field=f"{KOPF_FIELD}.last-handled-configuration")
+        super().__init__([self.status, kopf.AnnotationsDiffBaseStorage()])
+
+    def store(self, *, body: Any, patch: Any, essence: Any) -> None:
+        self.status.store(body=body, patch=patch, essence=essence)
+
+
+def keep_records_in_status(settings: kopf.OperatorSettings) -> None:
+    """Keep kopf's diff base and handler progress in `status.kopf` (see the module's docstring)."""
+    settings.persistence.diffbase_storage = StatusDiffBase()
+    settings.persistence.progress_storage = kopf.StatusProgressStorage(field=f"{KOPF_FIELD}.progress")

@@ -693,6 +693,12 @@ def test_notes_describe_the_install(chart: helm_python.Chart) -> None:
     # The uninstall order: the runs while the controller can still terminate their KFP runs, then it.
     deleting = notes.index(f"kubectl delete benchmarkschedules,benchmarkruns --all --namespace {NAMESPACE}")
     assert deleting < notes.index(f"helm uninstall {RELEASE} --namespace {NAMESPACE}")
+    # Where to see which controller acts: the peering object the release created.
+    assert f"kubectl get kopfpeering {RELEASE} --namespace {NAMESPACE}" in notes
+    notes = render_text(chart, with_host({}))["benchgate/templates/NOTES.txt"]
+    assert f"kubectl get clusterkopfpeering {RELEASE} -o jsonpath" in notes
+    notes = render_text(chart, with_host(VARIANTS["standalone"]))["benchgate/templates/NOTES.txt"]
+    assert "peered" not in notes and "kopfpeering" not in notes
 
 
 def test_the_readme_uninstalls_runs_then_the_release_then_the_crds() -> None:

@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -72,7 +73,16 @@ class Peers:
     kmock: Any
     url: str
     kfp_url: str
+    namespace: str | None  # None: cluster-wide controllers (a ClusterKopfPeering), else a KopfPeering here
     instances: list[Instance] = field(default_factory=list)
+
+    @property
+    def peering_url(self) -> str:
+        """The peering object's URL, without the name."""
+        base = f"{self.url}/apis/{PEERING_GROUP}/v1"
+        if self.namespace is None:
+            return f"{base}/clusterkopfpeerings"
+        return f"{base}/namespaces/{self.namespace}/kopfpeerings"
 
     async def start(self, name: str, priority: int, peering: str = PEERING) -> Instance:
         """A controller peered in `peering` (empty: standalone) with `priority`, logging in (and
@@ -84,6 +94,7 @@ class Peers:
             peering_name=peering,
             peering_priority=priority,
             peering_lifetime_s=LIFETIME_S,
+            watch_namespace=self.namespace or "",
         )
         registry, runtime = build(settings, kube_host=self.url, clock=self.cluster.clock)
         url = self.url
@@ -108,10 +119,23 @@ class Peers:
 
     def peers(self) -> dict[str, Any]:
         """The keep-alives in the peering object: identity -> {priority, lifetime, lastseen}."""
-        for (resource, _ns, name), obj in self.kmock.objects.items():
-            if resource.plural == "clusterkopfpeerings" and name == PEERING and not obj.deleted:
+        plural = "clusterkopfpeerings" if self.namespace is None else "kopfpeerings"
+        for (resource, ns, name), obj in self.kmock.objects.items():
+            if (resource.plural, ns, name) == (plural, self.namespace, PEERING) and not obj.deleted:
                 return dict(obj.raw.get("status") or {})
         return {}
+
+    async def keep_alive(self, identity: str, priority: int, lifetime_s: int) -> None:
+        """A keep-alive written as of now for a peer that is not one of the instances: what `kopf
+        freeze` writes, or what a pod leaves behind when it dies without exiting."""
+        entry = {"priority": priority, "lifetime": lifetime_s, "lastseen": datetime.now(UTC).isoformat()}
+        async with aiohttp.ClientSession(headers=TEST_CLIENT) as http:
+            response = await http.patch(
+                f"{self.peering_url}/{PEERING}",
+                json={"status": {identity: entry}},
+                headers={"Content-Type": "application/merge-patch+json"},
+            )
+            assert response.status == 200, await response.text()
 
     def run_writes(self, instance: Instance) -> list[Any]:
         """Every change `instance` sent to a BenchmarkRun (its annotations, finalizer or status)."""
@@ -143,7 +167,12 @@ def authorization(request: Any) -> str:
 
 
 @pytest_asyncio.fixture
-async def peers(kmock: Any, fake_kfp: tuple[FakeKfp, str]) -> AsyncIterator[Peers]:
+async def peers(
+    kmock: Any, fake_kfp: tuple[FakeKfp, str], request: pytest.FixtureRequest
+) -> AsyncIterator[Peers]:
+    """Nothing running yet; the peering object created. `indirect` parameter: "namespaced" for
+    controllers that watch only team-a, as with the chart's rbac.namespaced (default: cluster-wide)."""
+    namespaced = getattr(request, "param", "") == "namespaced"
     kmock.resources.load_bundled()
     for plural, kind in (("benchmarkruns", "BenchmarkRun"), ("benchmarkschedules", "BenchmarkSchedule")):
         kmock.resources[f"{GROUP}/{VERSION}/{plural}"] = {
@@ -164,22 +193,20 @@ async def peers(kmock: Any, fake_kfp: tuple[FakeKfp, str]) -> AsyncIterator[Peer
             }
     url = str(kmock.url).rstrip("/")
     state, kfp_url = fake_kfp
-    # The peering object exists before any controller starts, as the chart creates it.
-    async with aiohttp.ClientSession(headers=TEST_CLIENT) as http:
-        body = {
-            "apiVersion": f"{PEERING_GROUP}/v1",
-            "kind": "ClusterKopfPeering",
-            "metadata": {"name": PEERING},
-        }
-        response = await http.post(f"{url}/apis/{PEERING_GROUP}/v1/clusterkopfpeerings", json=body)
-        assert response.status in (200, 201), await response.text()
     cluster = Cluster(kmock, url, state, kfp_url, FastClock(1.0), runtime=None)
-    harness = Peers(cluster, kmock, url, kfp_url)
+    harness = Peers(cluster, kmock, url, kfp_url, "team-a" if namespaced else None)
+    # The peering object exists before any controller starts, as the chart creates it.
+    metadata = {"name": PEERING} if not namespaced else {"name": PEERING, "namespace": "team-a"}
+    kind = "KopfPeering" if namespaced else "ClusterKopfPeering"
+    async with aiohttp.ClientSession(headers=TEST_CLIENT) as http:
+        body = {"apiVersion": f"{PEERING_GROUP}/v1", "kind": kind, "metadata": metadata}
+        response = await http.post(harness.peering_url, json=body)
+        assert response.status in (200, 201), await response.text()
     yield harness
     for instance in harness.instances:
         if instance.running:
             await harness.stop(instance)
-    assert forbidden_requests(kmock, required_access(namespaced=False, peering=True)) == []
+    assert forbidden_requests(kmock, required_access(namespaced=namespaced, peering=True)) == []
     refused = refused_statuses(written_statuses(kmock))
     assert not refused, "\n".join(refused)
 
@@ -205,6 +232,7 @@ async def test_without_peering_both_instances_act(peers: Peers) -> None:
     assert peers.peers() == {}
 
 
+@pytest.mark.parametrize("peers", ["cluster-wide", "namespaced"], indirect=True)
 async def test_two_instances_one_run_one_kfp_run(peers: Peers) -> None:
     active = await peers.start("active", priority=200)
     standby = await peers.start("standby", priority=100)
@@ -255,3 +283,23 @@ async def test_equal_priorities_pause_both(peers: Peers, caplog: pytest.LogCaptu
     assert "second" not in peers.peers()
     await peers.cluster.phase("pr-1", "Running")
     assert peers.status_writers("pr-1") == {"first"}
+
+
+async def test_a_peer_that_stops_keeping_alive_is_taken_over_after_its_lifetime(
+    peers: Peers, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A keep-alive of a higher priority that is not renewed (a pod killed without exiting, or
+    `kopf freeze --lifetime N`) pauses the instances until it expires; then the highest live one acts."""
+    caplog.set_level(logging.INFO, logger="kopf")
+    active = await peers.start("active", priority=200)
+    await peers.start("standby", priority=100)
+    lifetime_s = 3
+    expires = asyncio.get_running_loop().time() + lifetime_s
+    await peers.keep_alive("gone", priority=300, lifetime_s=lifetime_s)
+    await peers.cluster.wait(lambda: "Pausing operations in favour of" in caplog.text, what="the pause")
+    await peers.cluster.create(run_manifest("pr-1"))
+    await peers.cluster.phase("pr-1", "Running")
+    assert asyncio.get_running_loop().time() >= expires, "acted before the stale keep-alive expired"
+    assert peers.status_writers("pr-1") == {active.name}
+    # The expired keep-alive was cleaned out of the peering object.
+    assert set(peers.peers()) == {"active", "standby"}

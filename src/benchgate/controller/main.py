@@ -5,11 +5,12 @@ only BENCHGATE_WATCH_NAMESPACE with the chart's namespaced RBAC, and serves a li
 
 One controller acts at a time. With BENCHGATE_PEERING (the chart sets it) every instance writes a
 keep-alive with its priority into kopf's peering object and pauses while a live peer has a higher
-one: a second replica, the new pod of a rolling update, or an instance started by hand against the
-cluster (priority 0) waits, and takes over when the active one exits (at once: it removes its
-keep-alive) or dies (after the keep-alive's lifetime). An instance starts paused until it has read
-the peering object. Without BENCHGATE_PEERING it runs standalone: alone, as on a laptop with its own
-cluster, and as the chart runs it with `peering.enabled=false` (one replica, Recreate).
+one. Of the replicas, the old and new pods of a rolling update, or a pod and an instance started by
+hand against the cluster (priority 0), the highest acts; the others wait, and take over when it exits
+(at once: it removes its keep-alive) or dies (after the keep-alive's lifetime). An instance starts
+paused until it has read the peering object. Without BENCHGATE_PEERING it runs standalone: alone, as
+on a laptop with its own cluster, and as the chart runs it with `peering.enabled=false` (one replica,
+Recreate).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ What holds the chart to the rest of benchgate:
 - its ConfigMap carries exactly the variables the controller's settings.py documents, and the
   controller's own parser accepts what it renders;
 - every manifest passes the Kubernetes API schema, strictly (unknown fields fail), for the versions
-  Chart.yaml's kubeVersion claims;
+  Chart.yaml's kubeVersion claims; kopf's peering objects, which that schema does not know, pass the
+  CRDs the chart ships for them in crds/;
 - every pod runs with the restricted-profile security settings;
 - values.schema.json refuses bad values, and every value is documented.
 The CRDs in files/crds/ are generated from the controller's models: only their identity (group, kind,

@@ -19,7 +19,7 @@ import asyncio
 import gc
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -35,7 +35,7 @@ import yaml
 from kmock import KubernetesEmulator, KubernetesError, action
 from pydantic import BaseModel, ValidationError
 
-from benchgate.controller.access import GROUP, VERSION, allows
+from benchgate.controller.access import GROUP, REQUIRED_ACCESS, VERSION, Access, allows
 from benchgate.controller.crds import benchmarkrun_crd, benchmarkschedule_crd
 from benchgate.controller.main import ControllerThread, build
 from benchgate.controller.settings import ControllerSettings
@@ -357,9 +357,10 @@ def verb_of(request: Any) -> str:
     return VERBS.get(method, method.lower())
 
 
-def forbidden_requests(kmock: Any) -> list[str]:
-    """Every request the controller sent that the chart's RBAC (access.REQUIRED_ACCESS) would refuse.
-    Discovery (no resource) is open to every authenticated client and is not counted."""
+def forbidden_requests(kmock: Any, access: Iterable[Access] = REQUIRED_ACCESS) -> list[str]:
+    """Every request the controller sent that the chart's RBAC (`access`: the rules of a standalone
+    controller unless given) would refuse. Discovery (no resource) is open to every authenticated
+    client and is not counted."""
     refused = []
     for request in list(kmock):  # a kmock view iterates over the requests it served
         if request.resource is None or request.resource.plural is None:  # discovery
@@ -368,7 +369,7 @@ def forbidden_requests(kmock: Any) -> list[str]:
             continue
         resource = request.resource.plural + (f"/{request.subresource}" if request.subresource else "")
         verb = verb_of(request)
-        if not allows(request.resource.group or "", resource, verb):
+        if not allows(request.resource.group or "", resource, verb, access):
             refused.append(f"{verb} {request.resource.group or 'core'}/{resource} ({request.url})")
     return refused
 

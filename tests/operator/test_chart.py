@@ -1,12 +1,13 @@
 """The Helm chart charts/benchgate, rendered offline through the Helm SDK (helm-python-sdk).
 
 What holds the chart to the rest of benchgate:
-- its RBAC is exactly `benchgate.controller.access.REQUIRED_ACCESS` (no more: least privilege; no
-  less: the controller would fail on a 403);
+- its RBAC is exactly `benchgate.controller.access.required_access(...)` of its mode (no more: least
+  privilege; no less: the controller would fail on a 403);
 - its ConfigMap carries exactly the variables the controller's settings.py documents, and the
   controller's own parser accepts what it renders;
 - every manifest passes the Kubernetes API schema, strictly (unknown fields fail), for the versions
-  Chart.yaml's kubeVersion claims;
+  Chart.yaml's kubeVersion claims; kopf's peering objects, which that schema does not know, pass the
+  CRDs the chart ships for them in crds/;
 - every pod runs with the restricted-profile security settings;
 - values.schema.json refuses bad values, and every value is documented.
 The CRDs in files/crds/ are generated from the controller's models: only their identity (group, kind,
@@ -25,12 +26,14 @@ from pathlib import Path
 from typing import Any
 
 import helm_python
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
 
 import benchgate
-from benchgate.controller.access import FINALIZER, REQUIRED_ACCESS
+from benchgate.controller.access import FINALIZER, PEERING_GROUP, required_access
+from benchgate.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 CHART_DIR = REPO / "charts" / "benchgate"
@@ -46,11 +49,14 @@ SECRET = "benchgate-tokens"
 VARIANTS: dict[str, dict[str, Any]] = {
     "defaults": {},
     "crds-off": {"crds": {"enabled": False}},
+    "standalone": {"peering": {"enabled": False}},
     "namespaced": {"rbac": {"namespaced": True}},
     "existing-secret": {"existingSecret": SECRET},
     "external-sa": {"serviceAccount": {"create": False, "name": "ci-bot"}, "rbac": {"create": False}},
     "everything": {
         "nameOverride": "bg",
+        "replicaCount": 2,
+        "peering": {"priority": 5},
         "image": {
             "repository": "registry.example.com/bg/operator",
             "tag": "0.1.0-rc1",
@@ -134,6 +140,12 @@ def render(chart: helm_python.Chart, variant_values: dict[str, Any]) -> list[dic
         for doc in yaml.safe_load_all(text)
         if doc
     ]
+
+
+def chart_crds(chart: helm_python.Chart) -> list[dict[str, Any]]:
+    """The objects in the chart's crds/, which Helm installs before the templates (and never
+    renders, upgrades or deletes)."""
+    return [doc for crd in chart.crds for doc in yaml.safe_load_all(crd["data"]) if doc]
 
 
 def of_kind(objects: list[dict[str, Any]], *kinds: str) -> list[dict[str, Any]]:
@@ -280,7 +292,9 @@ def test_manifests_pass_the_kubernetes_schema(
 ) -> None:
     objects = render(chart, VARIANTS[variant])
     assert objects
-    for obj in objects:
+    for obj in objects + chart_crds(chart):
+        if obj["apiVersion"].startswith(f"{PEERING_GROUP}/"):
+            continue  # kopf's kinds are not Kubernetes': test_peering_objects_match_their_crds
         # Built-in kinds and the CustomResourceDefinitions (apiextensions.k8s.io/v1) alike.
         kubernetes_validate.validate(obj, kube_version, strict=True)
 
@@ -289,20 +303,30 @@ def test_expected_objects_per_variant(chart: helm_python.Chart) -> None:
     def kinds(variant: str) -> list[str]:
         return sorted(o["kind"] for o in render(chart, VARIANTS[variant]))
 
-    everything = ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "CustomResourceDefinition",
-                  "CustomResourceDefinition", "Deployment", "ServiceAccount"]  # fmt: skip
+    everything = ["ClusterKopfPeering", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
+                  "CustomResourceDefinition", "CustomResourceDefinition", "Deployment",
+                  "ServiceAccount"]  # fmt: skip
     assert kinds("defaults") == everything
     assert kinds("crds-off") == [k for k in everything if k != "CustomResourceDefinition"]
-    assert kinds("namespaced") == sorted(
-        {"ClusterRole": "Role", "ClusterRoleBinding": "RoleBinding"}.get(k, k) for k in everything
-    )
+    assert kinds("standalone") == [k for k in everything if k != "ClusterKopfPeering"]
+    namespaced = {
+        "ClusterRole": "Role",
+        "ClusterRoleBinding": "RoleBinding",
+        "ClusterKopfPeering": "KopfPeering",
+    }
+    assert kinds("namespaced") == sorted(namespaced.get(k, k) for k in everything)
     assert kinds("external-sa") == [k for k in everything if "Role" not in k and k != "ServiceAccount"]
     # The chart never holds a token: no Secret in any variant.
     for variant in VARIANTS:
         assert of_kind(render(chart, VARIANTS[variant]), "Secret") == [], variant
     # Namespaced objects land in the release namespace.
     for obj in render(chart, VARIANTS["everything"]):
-        if obj["kind"] not in {"CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}:
+        if obj["kind"] not in {
+            "CustomResourceDefinition",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ClusterKopfPeering",
+        }:
             assert obj["metadata"]["namespace"] == NAMESPACE, obj["kind"]
 
 
@@ -358,15 +382,70 @@ def test_crds_keep_and_enabled_toggles(chart: helm_python.Chart) -> None:
     assert of_kind(render(chart, VARIANTS["crds-off"]), "CustomResourceDefinition") == []
 
 
+# --- Peering -------------------------------------------------------------------------------------
+
+
+def test_peering_objects_match_their_crds(chart: helm_python.Chart) -> None:
+    """kubernetes_validate knows no kopf kinds: each peering object is checked against the CRD the
+    chart ships for it (group, version, kind, scope, schema), with keep-alives as kopf writes them."""
+    crds = {
+        (crd["spec"]["group"], version["name"], crd["spec"]["names"]["kind"]): (crd, version)
+        for crd in chart_crds(chart)
+        for version in crd["spec"]["versions"]
+        if version["served"]
+    }
+    assert {kind for _, _, kind in crds} == {"ClusterKopfPeering", "KopfPeering"}
+    keep_alive = {
+        "benchgate-7d9f-x2x": {"priority": 1234, "lifetime": 60, "lastseen": "2026-11-25T00:00:00+00:00"}
+    }
+    for namespaced, kind in ((False, "ClusterKopfPeering"), (True, "KopfPeering")):
+        (peering,) = of_kind(
+            render(chart, {"rbac": {"namespaced": namespaced}}), "ClusterKopfPeering", "KopfPeering"
+        )
+        assert peering["kind"] == kind
+        group, version = peering["apiVersion"].split("/")
+        crd, served = crds[(group, version, kind)]
+        assert ("namespace" in peering["metadata"]) is (crd["spec"]["scope"] == "Namespaced")
+        schema = served["schema"]["openAPIV3Schema"]
+        jsonschema.Draft4Validator(schema).validate({**peering, "status": keep_alive})
+        with pytest.raises(jsonschema.ValidationError):  # the schema is one that can refuse
+            jsonschema.Draft4Validator(schema).validate({**peering, "status": "alive"})
+
+
+def test_peering_lets_replicas_and_rolling_updates_in(chart: helm_python.Chart) -> None:
+    objects = render(chart, VARIANTS["everything"])
+    deployment = one(objects, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    # The new pod starts before the old one stops: one of the two pauses, by priority.
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    # The peering object is the one the controllers are told to use.
+    peering = one(objects, "KopfPeering")["metadata"]
+    assert one(objects, "ConfigMap")["data"]["BENCHGATE_PEERING"] == peering["name"]
+    assert peering["namespace"] == one(objects, "Deployment")["metadata"]["namespace"]
+    # Each pod's identity among its peers is its name; its "auto" priority comes from its uid.
+    env = env_of(controller_container(objects))
+    assert env["POD_ID"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["POD_UID"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
+
+    standalone = render(chart, VARIANTS["standalone"])
+    assert one(standalone, "Deployment")["spec"]["strategy"] == {"type": "Recreate"}
+    assert one(standalone, "Deployment")["spec"]["replicas"] == 1
+    assert one(standalone, "ConfigMap")["data"]["BENCHGATE_PEERING"] == ""
+    assert of_kind(standalone, "ClusterKopfPeering", "KopfPeering") == []
+
+
 # --- The controller Deployment -------------------------------------------------------------------
 
 
 def test_deployment_defaults(chart: helm_python.Chart) -> None:
     objects = render(chart, {})
     deployment = one(objects, "Deployment")
-    # One controller at a time: no peering, so two pods would submit every run twice.
+    # One pod; peered, so an update rolls (test_peering_lets_replicas_and_rolling_updates_in).
     assert deployment["spec"]["replicas"] == 1
-    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
     pod = deployment["spec"]["template"]
     assert deployment["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
 
@@ -386,7 +465,7 @@ def test_deployment_defaults(chart: helm_python.Chart) -> None:
     configmap = one(objects, "ConfigMap")
     assert container["envFrom"] == [{"configMapRef": {"name": configmap["metadata"]["name"]}}]
     # No existingSecret: no token variables at all.
-    assert set(env_of(container)) == {"HOME"}
+    assert set(env_of(container)) == {"HOME", "POD_ID", "POD_UID"}
     assert pod["spec"]["serviceAccountName"] == one(objects, "ServiceAccount")["metadata"]["name"]
 
 
@@ -484,19 +563,20 @@ def triples(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
     }
 
 
-REQUIRED = {(a.api_group, a.resource, verb) for a in REQUIRED_ACCESS for verb in a.verbs}
-
-
+@pytest.mark.parametrize("peering", [True, False])
 @pytest.mark.parametrize("namespaced", [False, True])
-def test_rbac_is_exactly_the_required_access(chart: helm_python.Chart, namespaced: bool) -> None:
-    objects = render(chart, {"rbac": {"namespaced": namespaced}})
+def test_rbac_is_exactly_the_required_access(
+    chart: helm_python.Chart, namespaced: bool, peering: bool
+) -> None:
+    objects = render(chart, {"rbac": {"namespaced": namespaced}, "peering": {"enabled": peering}})
     role_kind = "Role" if namespaced else "ClusterRole"
     assert of_kind(objects, "Role", "ClusterRole") == of_kind(objects, role_kind)
     role = one(objects, role_kind)
     binding = one(objects, f"{role_kind}Binding")
     rules = role["rules"]
 
-    assert triples(rules) == REQUIRED
+    access = required_access(namespaced=namespaced, peering=peering)
+    assert triples(rules) == {(a.api_group, a.resource, verb) for a in access for verb in a.verbs}
     for rule in rules:
         # Only what is listed: no wildcards, no resourceNames/nonResourceURLs surprises.
         assert set(rule) == {"apiGroups", "resources", "verbs"}
@@ -561,7 +641,8 @@ def test_controller_parses_what_the_chart_renders(chart: helm_python.Chart) -> N
     from benchgate.controller import settings as settings_module
 
     values = VARIANTS["everything"]
-    data = one(render(chart, values), "ConfigMap")["data"]
+    objects = render(chart, values)
+    data = one(objects, "ConfigMap")["data"]
     settings = settings_module.settings_from_env(data)
     assert settings.kfp.host == KFP_HOST
     assert settings.experiment == "nightly"
@@ -573,11 +654,23 @@ def test_controller_parses_what_the_chart_renders(chart: helm_python.Chart) -> N
     assert settings.max_active_per_namespace == 0
     assert settings.watch_namespace == NAMESPACE
     assert settings.kfp.namespace == "ml-team"
-    # The defaults parse too, to the controller's own defaults.
-    defaults = settings_module.settings_from_env(one(render(chart, {}), "ConfigMap")["data"])
+    assert settings.peering_name == one(objects, "KopfPeering")["metadata"]["name"]
+    assert settings.peering_priority == 5
+    # The defaults parse too, to the controller's own defaults; "auto" priorities need the pod's uid,
+    # which the Deployment passes (test_peering_lets_replicas_and_rolling_updates_in).
+    data = one(render(chart, {}), "ConfigMap")["data"]
+    with pytest.raises(ConfigError, match=r"BENCHGATE_PEERING_PRIORITY.*POD_UID"):
+        settings_module.settings_from_env(data)
+    uid = "5f0c1b9e-3c1d-4d4a-9a53-0c6f1c4e2b11"
+    defaults = settings_module.settings_from_env({**data, "POD_UID": uid})
     assert (defaults.poll_s, defaults.schedule_poll_s, defaults.max_active_per_namespace) == (30, 30, 4)
     assert defaults.repair_s == 300
     assert defaults.watch_namespace == ""
+    assert defaults.peering_priority == settings_module.priority_from_uid(uid) >= 1000
+    standalone = settings_module.settings_from_env(
+        {**one(render(chart, VARIANTS["standalone"]), "ConfigMap")["data"], "POD_UID": uid}
+    )
+    assert standalone.peering_name == ""
 
 
 def test_a_projected_service_account_token_reaches_kfps_default_token_path(chart: helm_python.Chart) -> None:
@@ -608,6 +701,12 @@ def test_notes_describe_the_install(chart: helm_python.Chart) -> None:
     # The uninstall order: the runs while the controller can still terminate their KFP runs, then it.
     deleting = notes.index(f"kubectl delete benchmarkschedules,benchmarkruns --all --namespace {NAMESPACE}")
     assert deleting < notes.index(f"helm uninstall {RELEASE} --namespace {NAMESPACE}")
+    # Where to see which controller acts: the peering object the release created.
+    assert f"kubectl get kopfpeering {RELEASE} --namespace {NAMESPACE}" in notes
+    notes = render_text(chart, with_host({}))["benchgate/templates/NOTES.txt"]
+    assert f"kubectl get clusterkopfpeering {RELEASE} -o jsonpath" in notes
+    notes = render_text(chart, with_host(VARIANTS["standalone"]))["benchgate/templates/NOTES.txt"]
+    assert "peered" not in notes and "kopfpeering" not in notes
 
 
 def test_the_readme_uninstalls_runs_then_the_release_then_the_crds() -> None:
@@ -635,7 +734,13 @@ def test_schema_accepts_the_defaults_and_every_variant(chart: helm_python.Chart)
 
 
 BAD_VALUES = [
-    ({"replicaCount": 2}, "replicaCount"),  # not a value: exactly one controller runs
+    ({"replicaCount": 2, "peering": {"enabled": False}}, "replicaCount"),  # standalone: exactly one
+    ({"replicaCount": 0}, "replicaCount"),
+    ({"replicaCount": "2"}, "replicaCount"),
+    ({"peering": {"enabled": "yes"}}, "enabled"),
+    ({"peering": {"priority": "high"}}, "priority"),
+    ({"peering": {"priority": -1}}, "priority"),
+    ({"peering": {"name": "other"}}, "name"),
     ({"bogus": True}, "bogus"),
     ({"image": {"pullPolicy": "Sometimes"}}, "pullPolicy"),
     ({"image": {"tag": 1}}, "tag"),

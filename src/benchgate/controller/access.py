@@ -1,8 +1,8 @@
 """Every Kubernetes API access the controller makes: the chart's RBAC is exactly this, no more.
 
 Two tests hold it to that: the chart test renders the Role/ClusterRole and compares its rules with
-`REQUIRED_ACCESS` both ways, and the operator test records each request the real controller sends to
-the emulated API server and fails on one these rules would not allow.
+`required_access(...)` of its mode both ways, and the operator test records each request the real
+controller sends to the emulated API server and fails on one these rules would not allow.
 
 Why each verb:
 - benchmarkruns: kopf lists and watches them and patches its progress and finalizer annotations; the
@@ -13,12 +13,16 @@ Why each verb:
   which API servers that enforce owner references (OpenShift) allow only to who may update the
   owner's finalizers. Nothing updates them otherwise.
 - events: kopf posts one per handler failure and the handlers one per rejection.
+- kopf.dev clusterkopfpeerings (cluster-wide) or kopfpeerings (namespaced mode), only with peering:
+  kopf lists and watches the peering object and merge-patches its own keep-alive into it (kopf's CRD
+  has no status subresource, and kopf never gets the object by name).
 Nothing else: no secrets (tokens arrive as environment variables from the chart's secret), no pods,
 no namespaces (kopf runs with scanning off and watches either all namespaces or its own).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 GROUP = "benchgate.dev"
@@ -46,7 +50,18 @@ REQUIRED_ACCESS: tuple[Access, ...] = (
 )
 
 
-def allows(api_group: str, resource: str, verb: str) -> bool:
-    return any(
-        a.api_group == api_group and a.resource == resource and verb in a.verbs for a in REQUIRED_ACCESS
-    )
+PEERING_GROUP = "kopf.dev"
+CLUSTER_PEERING = Access(PEERING_GROUP, "clusterkopfpeerings", ("list", "patch", "watch"))
+NAMESPACED_PEERING = Access(PEERING_GROUP, "kopfpeerings", ("list", "patch", "watch"))
+
+
+def required_access(*, namespaced: bool, peering: bool) -> tuple[Access, ...]:
+    """The rules of the chart's (Cluster)Role: `REQUIRED_ACCESS`, plus the peering object's kind
+    when controllers peer (a namespaced controller peers in a KopfPeering of its namespace)."""
+    if not peering:
+        return REQUIRED_ACCESS
+    return (*REQUIRED_ACCESS, NAMESPACED_PEERING if namespaced else CLUSTER_PEERING)
+
+
+def allows(api_group: str, resource: str, verb: str, access: Iterable[Access] = REQUIRED_ACCESS) -> bool:
+    return any(a.api_group == api_group and a.resource == resource and verb in a.verbs for a in access)

@@ -2,8 +2,15 @@
 
 In a cluster it logs in with its service account (kopf's own login), watches every namespace, or
 only BENCHGATE_WATCH_NAMESPACE with the chart's namespaced RBAC, and serves a liveness endpoint.
-Standalone (no peering objects, so no RBAC for them): the chart runs exactly one replica with the
-Recreate strategy, so two controllers never act on the same object.
+
+One controller acts at a time. With BENCHGATE_PEERING (the chart sets it) every instance writes a
+keep-alive with its priority into kopf's peering object and pauses while a live peer has a higher
+one. Of the replicas, the old and new pods of a rolling update, or a pod and an instance started by
+hand against the cluster (priority 0), the highest acts; the others wait, and take over when it exits
+(at once: it removes its keep-alive) or dies (after the keep-alive's lifetime). An instance starts
+paused until it has read the peering object. Without BENCHGATE_PEERING it runs standalone: alone, as
+on a laptop with its own cluster, and as the chart runs it with `peering.enabled=false` (one replica,
+Recreate).
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -48,6 +55,14 @@ def build(
         # kopf's records in the status, written with ours: a lost status write loses both.
         keep_records_in_status(settings)
 
+    peering_lifetime_s = settings.peering_lifetime_s
+
+    @kopf.on.startup(registry=registry)
+    async def configure_peering(settings: kopf.OperatorSettings, **_: Any) -> None:
+        # Keep-alives are written every lifetime less 5-10 s; kopf logs each one unless stealthy.
+        settings.peering.lifetime = peering_lifetime_s
+        settings.peering.stealth = True
+
     runtime = Runtime(settings, KfpRuns(settings), KubeRuns(kube_host), Verdicts(settings), clock)
     return registry, runtime
 
@@ -59,12 +74,23 @@ async def operate(
     liveness: str | None = None,
     stop_flag: asyncio.Event | None = None,
     ready_flag: asyncio.Event | None = None,
+    identity: str | None = None,
 ) -> None:
+    """Run kopf until `stop_flag` (or a signal). `identity` names this instance in the peering
+    object; kopf's default is the POD_ID variable (the chart sets the pod's name), else user@host
+    with the start time."""
     namespace = settings.watch_namespace
+    peering = settings.peering_name
     await kopf.operator(
         registry=registry,
         memo=runtime,
-        standalone=True,
+        # With a peering name kopf peers in a ClusterKopfPeering of that name (cluster-wide) or a
+        # KopfPeering in the watched namespace, and the object must exist (the chart creates it).
+        standalone=not peering,
+        peering_name=peering or None,
+        priority=settings.peering_priority,
+        # kopf types it as its Identity, a NewType of str that kopf does not export.
+        identity=cast(Any, identity),
         clusterwide=not namespace,
         namespaces=[namespace] if namespace else (),
         liveness_endpoint=liveness,
@@ -79,7 +105,11 @@ class ControllerThread:
     reach the host program's."""
 
     def __init__(
-        self, settings: ControllerSettings, registry: kopf.OperatorRegistry, runtime: Runtime
+        self,
+        settings: ControllerSettings,
+        registry: kopf.OperatorRegistry,
+        runtime: Runtime,
+        identity: str | None = None,
     ) -> None:
         self.loop = asyncio.new_event_loop()
         self.stop_flag = asyncio.Event()
@@ -89,7 +119,14 @@ class ControllerThread:
             ready_flag = asyncio.Event()
             waiter = asyncio.ensure_future(ready_flag.wait())
             waiter.add_done_callback(lambda _: self.ready.set())
-            await operate(settings, registry, runtime, stop_flag=self.stop_flag, ready_flag=ready_flag)
+            await operate(
+                settings,
+                registry,
+                runtime,
+                stop_flag=self.stop_flag,
+                ready_flag=ready_flag,
+                identity=identity,
+            )
 
         self.thread = threading.Thread(target=lambda: self.loop.run_until_complete(main()), daemon=True)
 

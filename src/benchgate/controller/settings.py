@@ -20,10 +20,19 @@ BENCHGATE_MAX_ACTIVE_PER_NAMESPACE  submitted or running BenchmarkRuns per names
                                   0 = no limit); more wait in phase Pending
 BENCHGATE_WATCH_NAMESPACE         watch only this namespace (the chart's namespaced-RBAC mode);
                                   empty: every namespace
+BENCHGATE_PEERING                 name of the kopf peering object (a ClusterKopfPeering, or a
+                                  KopfPeering in the watched namespace) through which controllers
+                                  find each other: only the one with the highest priority acts, the
+                                  others wait; empty (default): standalone, no peering
+BENCHGATE_PEERING_PRIORITY        this controller's priority among its peers: an integer (default 0,
+                                  so an instance started by hand yields to the chart's), or "auto":
+                                  derived from the pod's uid (the POD_UID variable the chart sets
+                                  from the downward API), distinct per pod, in [1000, 2^31 - 2]
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,6 +53,11 @@ class ControllerSettings:
     repair_s: float = 300.0
     max_active_per_namespace: int = 4
     watch_namespace: str = ""
+    peering_name: str = ""
+    peering_priority: int = 0
+    # Not from the environment: seconds a controller's keep-alive in the peering object counts; a
+    # controller that dies without saying goodbye is taken over from after this long. Tests shorten it.
+    peering_lifetime_s: int = 60
     # Not from the environment: how long one look at MLflow (a verdict, a history check) waits for a
     # server that does not answer before it reports it down. Tests shorten it.
     mlflow_wait_s: float = 10.0
@@ -62,6 +76,35 @@ def _number(environ: Mapping[str, str], key: str, default: float, minimum: float
     return value
 
 
+# "auto" priorities: above 0 (an instance started by hand keeps 0 and yields to the pods) and below
+# 2^31 - 1, which stays free for `kopf freeze --priority 2147483647` to pause every pod.
+AUTO_PRIORITY_MIN = 1000
+AUTO_PRIORITY_MAX = 2**31 - 2
+
+
+def priority_from_uid(uid: str) -> int:
+    """A peering priority from a pod's uid: stable for the pod, distinct between pods in all but a
+    ~1 in 2^31 chance (kopf pauses every controller whose priority equals another live one's)."""
+    digest = int.from_bytes(hashlib.sha256(uid.encode("utf-8")).digest()[:8], "big")
+    return AUTO_PRIORITY_MIN + digest % (AUTO_PRIORITY_MAX - AUTO_PRIORITY_MIN + 1)
+
+
+def _priority(environ: Mapping[str, str]) -> int:
+    key = "BENCHGATE_PEERING_PRIORITY"
+    raw = environ.get(key, "").strip()
+    if not raw:
+        return 0
+    if raw == "auto":
+        uid = environ.get("POD_UID", "").strip()
+        if not uid:
+            raise ConfigError(f"{key}: got 'auto', which needs POD_UID (the pod's metadata.uid), unset")
+        return priority_from_uid(uid)
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(f"{key}: got {raw!r} (expected an integer or 'auto')") from None
+
+
 def settings_from_env(environ: Mapping[str, str] | None = None) -> ControllerSettings:
     env = os.environ if environ is None else environ
     mlflow_uri = env.get("MLFLOW_TRACKING_URI", "").strip()
@@ -75,4 +118,6 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> ControllerSet
         repair_s=_number(env, "BENCHGATE_REPAIR_S", 300.0, 0.01),
         max_active_per_namespace=int(_number(env, "BENCHGATE_MAX_ACTIVE_PER_NAMESPACE", 4, 0)),
         watch_namespace=env.get("BENCHGATE_WATCH_NAMESPACE", "").strip(),
+        peering_name=env.get("BENCHGATE_PEERING", "").strip(),
+        peering_priority=_priority(env),
     )

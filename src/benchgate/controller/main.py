@@ -19,7 +19,9 @@ import kopf
 
 from benchgate.controller.access import FINALIZER
 from benchgate.controller.clients import KfpRuns, KubeRuns, Verdicts
-from benchgate.controller.handlers import Runtime, register
+from benchgate.controller.handlers import RUNS, Runtime, register
+from benchgate.controller.metrics import ControllerMetrics
+from benchgate.controller.probes import serve
 from benchgate.controller.schedule_handlers import register_schedules
 from benchgate.controller.settings import ControllerSettings
 
@@ -45,7 +47,16 @@ def build(
         settings.background.cancellation_polling = 1.0
         settings.persistence.finalizer = FINALIZER
 
-    runtime = Runtime(settings, KfpRuns(settings), KubeRuns(kube_host), Verdicts(settings), clock)
+    metrics = ControllerMetrics()
+
+    # Every watch event of a run updates the phase gauges (no progress kept: kopf's event handlers
+    # are fire-and-forget).
+    @kopf.on.event(*RUNS, registry=registry)
+    def count(type: str, meta: Any, status: Any, namespace: str | None, name: str, **_: Any) -> None:
+        metrics.observe_run(type, namespace or "", name, meta, status)
+
+    kfp, verdicts = KfpRuns(settings, metrics), Verdicts(settings, metrics)
+    runtime = Runtime(settings, kfp, KubeRuns(kube_host), verdicts, clock, metrics=metrics)
     return registry, runtime
 
 
@@ -58,16 +69,24 @@ async def operate(
     ready_flag: asyncio.Event | None = None,
 ) -> None:
     namespace = settings.watch_namespace
-    await kopf.operator(
-        registry=registry,
-        memo=runtime,
-        standalone=True,
-        clusterwide=not namespace,
-        namespaces=[namespace] if namespace else (),
-        liveness_endpoint=liveness,
-        stop_flag=stop_flag,
-        ready_flag=ready_flag,
-    )
+    ready_flag = ready_flag or asyncio.Event()
+    probes = None
+    if settings.metrics_port:  # /metrics and /readyz, before kopf starts: the probe says "starting"
+        probes = await serve(runtime.metrics, settings.metrics_port, ready_flag)
+    try:
+        await kopf.operator(
+            registry=registry,
+            memo=runtime,
+            standalone=True,
+            clusterwide=not namespace,
+            namespaces=[namespace] if namespace else (),
+            liveness_endpoint=liveness,
+            stop_flag=stop_flag,
+            ready_flag=ready_flag,
+        )
+    finally:
+        if probes is not None:
+            await probes.cleanup()
 
 
 class ControllerThread:

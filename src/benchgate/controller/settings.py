@@ -18,6 +18,7 @@ BENCHGATE_MAX_ACTIVE_PER_NAMESPACE  submitted or running BenchmarkRuns per names
                                   0 = no limit); more wait in phase Pending
 BENCHGATE_WATCH_NAMESPACE         watch only this namespace (the chart's namespaced-RBAC mode);
                                   empty: every namespace
+BENCHGATE_METRICS_PORT            port of /metrics (Prometheus) and /readyz (default 0: not served)
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class ControllerSettings:
     schedule_poll_s: float = 30.0
     max_active_per_namespace: int = 4
     watch_namespace: str = ""
+    metrics_port: int = 0
     # Not from the environment: how long one look at MLflow (a verdict, a history check) waits for a
     # server that does not answer before it reports it down. Tests shorten it.
     mlflow_wait_s: float = 10.0
@@ -59,6 +61,13 @@ def _number(environ: Mapping[str, str], key: str, default: float, minimum: float
     return value
 
 
+def _port(environ: Mapping[str, str], key: str) -> int:
+    raw = environ.get(key, "").strip()
+    if raw and (not raw.isdigit() or int(raw) > 65535):
+        raise ConfigError(f"{key}: got {raw!r} (expected a port, 1-65535, or 0 for none)")
+    return int(raw or 0)
+
+
 def settings_from_env(environ: Mapping[str, str] | None = None) -> ControllerSettings:
     env = os.environ if environ is None else environ
     mlflow_uri = env.get("MLFLOW_TRACKING_URI", "").strip()
@@ -71,4 +80,5 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> ControllerSet
         schedule_poll_s=_number(env, "BENCHGATE_SCHEDULE_POLL_S", 30.0, 0.01),
         max_active_per_namespace=int(_number(env, "BENCHGATE_MAX_ACTIVE_PER_NAMESPACE", 4, 0)),
         watch_namespace=env.get("BENCHGATE_WATCH_NAMESPACE", "").strip(),
+        metrics_port=_port(env, "BENCHGATE_METRICS_PORT"),
     )

@@ -43,6 +43,7 @@ RELEASE = "benchgate"
 NAMESPACE = "benchgate-system"
 KFP_HOST = "http://ml-pipeline.kubeflow:8888"
 SECRET = "benchgate-tokens"
+DIGEST = "sha256:" + "ab" * 32
 
 # Values on top of the defaults (kfp.host is added to each). "everything" turns every knob away from
 # its default at once, so a pass-through that breaks shows up in validation.
@@ -53,6 +54,20 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "namespaced": {"rbac": {"namespaced": True}},
     "existing-secret": {"existingSecret": SECRET},
     "external-sa": {"serviceAccount": {"create": False, "name": "ci-bot"}, "rbac": {"create": False}},
+    "metrics-off": {"metrics": {"enabled": False}, "rbac": {"userRoles": False}},
+    "monitoring": {
+        "metrics": {
+            "port": 9090,
+            "serviceMonitor": {"enabled": True, "interval": "1m", "labels": {"release": "prom"}},
+        },
+        "networkPolicy": {
+            "enabled": True,
+            "ingressFrom": [
+                {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+            ],
+            "egress": [{"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}]}],
+        },
+    },
     "everything": {
         "nameOverride": "bg",
         "replicaCount": 2,
@@ -60,6 +75,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "image": {
             "repository": "registry.example.com/bg/operator",
             "tag": "0.1.0-rc1",
+            "digest": DIGEST,
             "pullPolicy": "Always",
         },
         "imagePullSecrets": [{"name": "regcred"}],
@@ -81,7 +97,13 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "existingSecretKeys": {"kfpToken": "kfp", "mlflowToken": "mlflow"},
         "serviceAccount": {"name": "bg-controller", "annotations": {"iam.example.com/role": "bg"}},
         "rbac": {"namespaced": True},
-        "extraEnv": [{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
+        "extraEnv": [
+            {"name": "HTTPS_PROXY", "value": "http://proxy:3128"},
+            {"name": "REQUESTS_CA_BUNDLE", "value": "/etc/ssl/corp/ca.crt"},
+        ],
+        "extraVolumes": [{"name": "corp-ca", "configMap": {"name": "corp-ca-bundle"}}],
+        "extraVolumeMounts": [{"name": "corp-ca", "mountPath": "/etc/ssl/corp", "readOnly": True}],
+        "metrics": {"port": 9100},
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"cpu": 1, "memory": "1Gi"}},
         "tmpSizeLimit": "",
         "podAnnotations": {"example.com/team": "ml"},
@@ -102,6 +124,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 POD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet"}
+# Kinds of other operators' CRDs, which kubernetes-validate has no schema for (checked field by field).
+CUSTOM_KINDS = {"monitoring.coreos.com/v1": "ServiceMonitor"}
 
 
 def merged(*layers: dict[str, Any]) -> dict[str, Any]:
@@ -295,6 +319,9 @@ def test_manifests_pass_the_kubernetes_schema(
     for obj in objects + chart_crds(chart):
         if obj["apiVersion"].startswith(f"{PEERING_GROUP}/"):
             continue  # kopf's kinds are not Kubernetes': test_peering_objects_match_their_crds
+        if obj["apiVersion"] in CUSTOM_KINDS:  # no schema in kubernetes-validate: see the tests of each
+            assert obj["kind"] == CUSTOM_KINDS[obj["apiVersion"]]
+            continue
         # Built-in kinds and the CustomResourceDefinitions (apiextensions.k8s.io/v1) alike.
         kubernetes_validate.validate(obj, kube_version, strict=True)
 
@@ -303,19 +330,25 @@ def test_expected_objects_per_variant(chart: helm_python.Chart) -> None:
     def kinds(variant: str) -> list[str]:
         return sorted(o["kind"] for o in render(chart, VARIANTS[variant]))
 
-    everything = ["ClusterKopfPeering", "ClusterRole", "ClusterRoleBinding", "ConfigMap",
-                  "CustomResourceDefinition", "CustomResourceDefinition", "Deployment",
-                  "ServiceAccount"]  # fmt: skip
+    # The controller's ClusterRole and binding, the two user roles; the metrics Service, the helm test
+    # Pod; the peering object.
+    everything = ["ClusterKopfPeering", "ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding",
+                  "ConfigMap", "CustomResourceDefinition", "CustomResourceDefinition", "Deployment", "Pod",
+                  "Service", "ServiceAccount"]  # fmt: skip
+    without_user_roles = sorted([*(k for k in everything if k != "ClusterRole"), "ClusterRole"])
     assert kinds("defaults") == everything
     assert kinds("crds-off") == [k for k in everything if k != "CustomResourceDefinition"]
     assert kinds("standalone") == [k for k in everything if k != "ClusterKopfPeering"]
+    # No cluster-scoped objects in namespaced mode: the controller's Role, no user roles.
     namespaced = {
         "ClusterRole": "Role",
         "ClusterRoleBinding": "RoleBinding",
         "ClusterKopfPeering": "KopfPeering",
     }
-    assert kinds("namespaced") == sorted(namespaced.get(k, k) for k in everything)
+    assert kinds("namespaced") == sorted(namespaced.get(k, k) for k in without_user_roles)
     assert kinds("external-sa") == [k for k in everything if "Role" not in k and k != "ServiceAccount"]
+    assert kinds("metrics-off") == [k for k in without_user_roles if k not in ("Pod", "Service")]
+    assert kinds("monitoring") == sorted([*everything, "NetworkPolicy", "ServiceMonitor"])
     # The chart never holds a token: no Secret in any variant.
     for variant in VARIANTS:
         assert of_kind(render(chart, VARIANTS[variant]), "Secret") == [], variant
@@ -475,10 +508,15 @@ def test_deployment_passes_pod_values_through(chart: helm_python.Chart) -> None:
     pod = one(objects, "Deployment")["spec"]["template"]
     spec = pod["spec"]
     container = controller_container(objects)
-    assert container["image"] == "registry.example.com/bg/operator:0.1.0-rc1"
+    # By digest when one is given: what was verified is what runs; the tag is ignored then.
+    assert container["image"] == f"registry.example.com/bg/operator@{DIGEST}"
+    tagged = controller_container(render(chart, {"image": {"tag": "0.1.0-rc1"}}))
+    assert tagged["image"] == "ghcr.io/benchgate/operator:0.1.0-rc1"
     assert container["imagePullPolicy"] == "Always"
     assert container["resources"] == values["resources"]
     assert env_of(container)["HTTPS_PROXY"] == values["extraEnv"][0]
+    assert spec["volumes"][-1] == values["extraVolumes"][0]
+    assert container["volumeMounts"][-1] == values["extraVolumeMounts"][0]
     assert spec["imagePullSecrets"] == values["imagePullSecrets"]
     assert spec["nodeSelector"] == values["nodeSelector"]
     assert spec["tolerations"] == values["tolerations"]
@@ -516,6 +554,73 @@ def test_existing_secret_supplies_optional_tokens(chart: helm_python.Chart) -> N
     env = env_of(controller_container(render(chart, VARIANTS["everything"])))
     assert env["KFP_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "kfp"
     assert env["MLFLOW_TRACKING_TOKEN"]["valueFrom"]["secretKeyRef"]["key"] == "mlflow"
+
+
+# --- Metrics, readiness, helm test, NetworkPolicy ----------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["defaults", "monitoring", "everything"])
+def test_metrics_port_probe_service_and_setting_agree(chart: helm_python.Chart, variant: str) -> None:
+    objects = render(chart, VARIANTS[variant])
+    container = controller_container(objects)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    port = int(one(objects, "ConfigMap")["data"]["BENCHGATE_METRICS_PORT"])
+    assert ports["metrics"] == port and port != ports["health"]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    service = one(objects, "Service")
+    (service_port,) = service["spec"]["ports"]
+    assert service_port == {"name": "metrics", "port": port, "targetPort": "metrics", "protocol": "TCP"}
+    pod_labels = one(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    # helm test asks the Service for /readyz, in the controller's image.
+    (test_pod,) = of_kind(objects, "Pod")
+    assert test_pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    (check,) = test_pod["spec"]["containers"]
+    assert check["image"] == container["image"]
+    assert f"http://{service['metadata']['name']}:{port}/readyz" in check["command"][-1]
+
+
+def test_metrics_can_be_turned_off(chart: helm_python.Chart) -> None:
+    objects = render(chart, VARIANTS["metrics-off"])
+    container = controller_container(objects)
+    assert [p["name"] for p in container["ports"]] == ["health"]
+    assert "readinessProbe" not in container
+    assert one(objects, "ConfigMap")["data"]["BENCHGATE_METRICS_PORT"] == "0"
+    from benchgate.controller import settings as settings_module
+
+    data = {**one(objects, "ConfigMap")["data"], "POD_UID": "0b5c1a4e-7f1d-4c2a-9a43-2f0c8c8a6a11"}
+    assert settings_module.settings_from_env(data).metrics_port == 0
+
+
+def test_service_monitor_scrapes_the_metrics_service(chart: helm_python.Chart) -> None:
+    assert of_kind(render(chart, {}), "ServiceMonitor") == []
+    objects = render(chart, VARIANTS["monitoring"])
+    monitor, service = one(objects, "ServiceMonitor"), one(objects, "Service")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["labels"]["release"] == "prom"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "1m"}]
+
+
+def test_network_policy_admits_the_probe_and_metrics_ports_only(chart: helm_python.Chart) -> None:
+    assert of_kind(render(chart, {}), "NetworkPolicy") == []
+    values = VARIANTS["monitoring"]["networkPolicy"]
+    objects = render(chart, VARIANTS["monitoring"])
+    policy = one(objects, "NetworkPolicy")["spec"]
+    container = controller_container(objects)
+    assert policy["podSelector"]["matchLabels"].items() <= one(objects, "Deployment")["spec"]["template"][
+        "metadata"
+    ]["labels"].items()
+    (ingress,) = policy["ingress"]
+    assert {p["port"] for p in ingress["ports"]} == {p["name"] for p in container["ports"]}
+    assert ingress["from"] == values["ingressFrom"]
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    dns, *rest = policy["egress"]
+    assert {p["port"] for p in dns["ports"]} == {53} and rest == values["egress"]
+    # No egress rules given: egress is left alone.
+    open_egress = one(render(chart, {"networkPolicy": {"enabled": True}}), "NetworkPolicy")["spec"]
+    assert open_egress["policyTypes"] == ["Ingress"] and "egress" not in open_egress
 
 
 # --- Secure defaults -----------------------------------------------------------------------------
@@ -570,8 +675,9 @@ def test_rbac_is_exactly_the_required_access(
 ) -> None:
     objects = render(chart, {"rbac": {"namespaced": namespaced}, "peering": {"enabled": peering}})
     role_kind = "Role" if namespaced else "ClusterRole"
-    assert of_kind(objects, "Role", "ClusterRole") == of_kind(objects, role_kind)
-    role = one(objects, role_kind)
+    controller_roles = [r for r in of_kind(objects, "Role", "ClusterRole") if not user_role(r)]
+    assert [r["kind"] for r in controller_roles] == [role_kind]
+    role = controller_roles[0]
     binding = one(objects, f"{role_kind}Binding")
     rules = role["rules"]
 
@@ -599,6 +705,27 @@ def test_rbac_is_exactly_the_required_access(
     # The controller watches exactly where its Role reaches.
     configmap = one(objects, "ConfigMap")
     assert configmap["data"]["BENCHGATE_WATCH_NAMESPACE"] == (NAMESPACE if namespaced else "")
+
+
+def user_role(role: dict[str, Any]) -> bool:
+    return any(k.startswith("rbac.authorization.k8s.io/aggregate-to-") for k in role["metadata"]["labels"])
+
+
+def test_user_roles_aggregate_into_view_and_edit(chart: helm_python.Chart) -> None:
+    roles = {r["metadata"]["name"]: r for r in of_kind(render(chart, {}), "ClusterRole") if user_role(r)}
+    assert set(roles) == {f"{RELEASE}-view", f"{RELEASE}-edit"}
+    view, edit = roles[f"{RELEASE}-view"], roles[f"{RELEASE}-edit"]
+    assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    for aggregate in ("edit", "admin"):
+        assert edit["metadata"]["labels"][f"rbac.authorization.k8s.io/aggregate-to-{aggregate}"] == "true"
+    resources = {"benchmarkruns", "benchmarkschedules"}
+    reads = ("get", "list", "watch")
+    assert triples(view["rules"]) == {("benchgate.dev", r, v) for r in resources for v in reads}
+    verbs = ("create", "delete", "deletecollection", "patch", "update")
+    assert triples(edit["rules"]) == {("benchgate.dev", r, v) for r in resources for v in verbs}
+    # People never write a status: that is the controller's record of what happened.
+    assert not any("/status" in r for rule in edit["rules"] + view["rules"] for r in rule["resources"])
+    assert [r for r in of_kind(render(chart, VARIANTS["metrics-off"]), "ClusterRole") if user_role(r)] == []
 
 
 def test_rbac_and_service_account_can_be_left_to_the_user(chart: helm_python.Chart) -> None:
@@ -699,6 +826,9 @@ def test_notes_describe_the_install(chart: helm_python.Chart) -> None:
     assert KFP_HOST in notes
     assert f"watches only namespace {NAMESPACE}" in notes
     # The uninstall order: the runs while the controller can still terminate their KFP runs, then it.
+    assert f"helm test {RELEASE} --namespace {NAMESPACE}" in notes
+    quiet = render_text(chart, with_host(VARIANTS["metrics-off"]))["benchgate/templates/NOTES.txt"]
+    assert "helm test" not in quiet
     deleting = notes.index(f"kubectl delete benchmarkschedules,benchmarkruns --all --namespace {NAMESPACE}")
     assert deleting < notes.index(f"helm uninstall {RELEASE} --namespace {NAMESPACE}")
     # Where to see which controller acts: the peering object the release created.
@@ -741,6 +871,13 @@ BAD_VALUES = [
     ({"peering": {"priority": "high"}}, "priority"),
     ({"peering": {"priority": -1}}, "priority"),
     ({"peering": {"name": "other"}}, "name"),
+    ({"image": {"digest": "abc123"}}, "digest"),
+    ({"metrics": {"port": 8080}}, "port"),
+    ({"metrics": {"port": 80}}, "port"),
+    ({"metrics": {"serviceMonitor": {"interval": "often"}}}, "interval"),
+    ({"networkPolicy": {"ingressFrom": {"podSelector": {}}}}, "ingressFrom"),
+    ({"extraVolumeMounts": [{"name": "ca", "mountPath": "etc/ca"}]}, "mountPath"),
+    ({"extraVolumes": [{"configMap": {"name": "x"}}]}, "extraVolumes"),
     ({"bogus": True}, "bogus"),
     ({"image": {"pullPolicy": "Sometimes"}}, "pullPolicy"),
     ({"image": {"tag": 1}}, "tag"),

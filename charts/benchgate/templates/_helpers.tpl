@@ -62,10 +62,22 @@ named one, or the namespace's "default".
 {{- end }}
 
 {{/*
-The controller image; the tag defaults to the chart's appVersion, which is benchgate's version.
+The controller image: by digest when image.digest is set (what was verified is what runs), else by
+tag, which defaults to the chart's appVersion (benchgate's version).
 */}}
 {{- define "benchgate.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The port of /metrics and /readyz, 0 when not served.
+*/}}
+{{- define "benchgate.metricsPort" -}}
+{{- if .Values.metrics.enabled }}{{ .Values.metrics.port }}{{ else }}0{{ end }}
 {{- end }}
 
 {{/*

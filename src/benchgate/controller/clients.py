@@ -7,7 +7,8 @@
 - the Kubernetes API for the objects the handlers create, list and delete (kopf itself watches and
   patches through its own client).
 
-All three are synchronous clients; the handlers call them through `asyncio.to_thread`.
+All three are synchronous clients; the handlers call them through `asyncio.to_thread`. Each call to KFP,
+and each failed read of MLflow, is counted in the controller's metrics (`metrics.py`).
 """
 
 from __future__ import annotations
@@ -15,26 +16,39 @@ from __future__ import annotations
 import json
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from benchgate.controller.access import GROUP, VERSION
+from benchgate.controller.metrics import ControllerMetrics
 from benchgate.controller.settings import ControllerSettings
 from benchgate.errors import ConfigError, RunFailedError
-from benchgate.kfp.api import KfpApi, kfp_namespace, preflight
+from benchgate.kfp.api import KfpApi, KfpRefused, kfp_namespace, preflight
 from benchgate.kfp.submit import compile_package, ensure_run, load_package
 
 if TYPE_CHECKING:
     from benchgate.tracking.client import Tracker
     from benchgate.tracking.read import RunHistory
 
+T = TypeVar("T")
+
+
+def _kfp_outcome(error: BaseException) -> str:
+    if isinstance(error, KfpRefused):
+        return "unauthorized"
+    if isinstance(error, ConfigError):  # KFP answered 4xx, or refused a request (KfpRejected)
+        return "rejected"
+    return "unavailable"  # RunFailedError: unreachable, 5xx, no answer in time
+
 
 class KfpRuns:
     """Submit-once, state, terminate. The pipeline is compiled and loaded once per controller, on first
     use: a burst of BenchmarkRuns must not parse it once each."""
 
-    def __init__(self, settings: ControllerSettings) -> None:
+    def __init__(self, settings: ControllerSettings, metrics: ControllerMetrics) -> None:
         self.settings = settings
+        self.metrics = metrics
         self._api: KfpApi | None = None
         self._multi_user = False
         self._spec: dict[str, Any] | None = None
@@ -66,19 +80,31 @@ class KfpRuns:
                 self._spec = load_package(compile_package(Path(self._workdir.name)))
             return self._spec
 
+    def _counted(self, operation: str, call: Callable[[], T]) -> T:
+        try:
+            result = call()
+        except Exception as e:
+            self.metrics.kfp_request(operation, _kfp_outcome(e))
+            raise
+        self.metrics.kfp_request(operation, "ok")
+        return result
+
     def ensure(self, run_name: str, arguments: dict[str, Any], namespace: str) -> tuple[str, bool]:
-        experiment_id = self.experiment_id(namespace)
-        return ensure_run(self.api(), experiment_id, run_name, arguments, self.pipeline_spec)
+        def submit() -> tuple[str, bool]:
+            experiment_id = self.experiment_id(namespace)
+            return ensure_run(self.api(), experiment_id, run_name, arguments, self.pipeline_spec)
+
+        return self._counted("submit", submit)
 
     def find(self, run_name: str, namespace: str) -> str | None:
-        return self.api().find_run(self.experiment_id(namespace), run_name)
+        return self._counted("find", lambda: self.api().find_run(self.experiment_id(namespace), run_name))
 
     def state(self, run_id: str) -> tuple[str, list[tuple[str, str]]]:
-        return self.api().run_state(run_id)
+        return self._counted("state", lambda: self.api().run_state(run_id))
 
     def terminate(self, run_id: str) -> bool:
         """False when the run had already ended or was being canceled: nothing to terminate."""
-        return self.api().terminate_run(run_id)
+        return self._counted("terminate", lambda: self.api().terminate_run(run_id))
 
     def url(self, run_id: str) -> str:
         return self.settings.kfp.run_url(run_id)
@@ -88,8 +114,9 @@ class Verdicts:
     """The gate run a KFP run logged to MLflow: its verdict tag, gate figures and UI link; and the history
     of its machine profile and workload, which a schedule's history check judges."""
 
-    def __init__(self, settings: ControllerSettings) -> None:
+    def __init__(self, settings: ControllerSettings, metrics: ControllerMetrics) -> None:
         self.settings = settings
+        self.metrics = metrics
 
     def _connect(self, experiment: str) -> Tracker:
         from benchgate.config import parse_config
@@ -105,7 +132,11 @@ class Verdicts:
         from benchgate.tracking.read import gate_run_for_kfp
         from benchgate.tracking.view import ui_url
 
-        run = gate_run_for_kfp(self._connect(experiment), kfp_run_id)
+        try:
+            run = gate_run_for_kfp(self._connect(experiment), kfp_run_id)
+        except Exception:
+            self.metrics.mlflow_error("verdict")
+            raise
         if run is None:
             return None
         base = self.settings.mlflow_ui
@@ -117,7 +148,11 @@ class Verdicts:
         when MLflow has no such gate run. Needs settings.mlflow_uri; raises what MLflow raises."""
         from benchgate.tracking.read import kfp_run_history
 
-        return kfp_run_history(self._connect(experiment), kfp_run_id, runs)
+        try:
+            return kfp_run_history(self._connect(experiment), kfp_run_id, runs)
+        except Exception:
+            self.metrics.mlflow_error("history")
+            raise
 
 
 class KubeRuns:

@@ -36,6 +36,7 @@ import kopf
 from benchgate.controller import planning as plan
 from benchgate.controller.access import GROUP, VERSION
 from benchgate.controller.clients import KfpRuns, KubeRuns, Verdicts
+from benchgate.controller.metrics import ControllerMetrics
 from benchgate.controller.planning import REFUSED, Outcome
 from benchgate.controller.settings import ControllerSettings
 from benchgate.controller.status import kfp_run_name
@@ -66,6 +67,7 @@ class Runtime:
     # apart, and must not both submit one object.
     submitting: set[str] = field(default_factory=set)
     known_parameters: set[str] = field(default_factory=pipeline_parameter_names)
+    metrics: ControllerMetrics = field(default_factory=ControllerMetrics)
 
 
 def apply_outcome(outcome: Outcome, body: Any, patch: kopf.Patch, rt: Runtime) -> None:

@@ -1,7 +1,8 @@
 """`benchgate controller`: run the kopf operator for BenchmarkRun and BenchmarkSchedule.
 
 In a cluster it logs in with its service account (kopf's own login), watches every namespace, or
-only BENCHGATE_WATCH_NAMESPACE with the chart's namespaced RBAC, and serves a liveness endpoint.
+only BENCHGATE_WATCH_NAMESPACE with the chart's namespaced RBAC, and serves a liveness endpoint;
+with BENCHGATE_METRICS_PORT also /metrics and /readyz (`metrics.py`, `probes.py`).
 
 One controller acts at a time. With BENCHGATE_PEERING (the chart sets it) every instance writes a
 keep-alive with its priority into kopf's peering object and pauses while a live peer has a higher
@@ -26,8 +27,10 @@ import kopf
 
 from benchgate.controller.access import FINALIZER
 from benchgate.controller.clients import KfpRuns, KubeRuns, Verdicts
-from benchgate.controller.handlers import Runtime, register
+from benchgate.controller.handlers import RUNS, Runtime, register
+from benchgate.controller.metrics import ControllerMetrics
 from benchgate.controller.persistence import keep_records_in_status
+from benchgate.controller.probes import serve
 from benchgate.controller.schedule_handlers import register_schedules
 from benchgate.controller.settings import ControllerSettings
 
@@ -63,7 +66,16 @@ def build(
         settings.peering.lifetime = peering_lifetime_s
         settings.peering.stealth = True
 
-    runtime = Runtime(settings, KfpRuns(settings), KubeRuns(kube_host), Verdicts(settings), clock)
+    metrics = ControllerMetrics()
+
+    # Every watch event of a run updates the phase gauges (no progress kept: kopf's event handlers
+    # are fire-and-forget).
+    @kopf.on.event(*RUNS, registry=registry)
+    def count(type: str, meta: Any, status: Any, namespace: str | None, name: str, **_: Any) -> None:
+        metrics.observe_run(type, namespace or "", name, meta, status)
+
+    kfp, verdicts = KfpRuns(settings, metrics), Verdicts(settings, metrics)
+    runtime = Runtime(settings, kfp, KubeRuns(kube_host), verdicts, clock, metrics=metrics)
     return registry, runtime
 
 
@@ -81,22 +93,30 @@ async def operate(
     with the start time."""
     namespace = settings.watch_namespace
     peering = settings.peering_name
-    await kopf.operator(
-        registry=registry,
-        memo=runtime,
-        # With a peering name kopf peers in a ClusterKopfPeering of that name (cluster-wide) or a
-        # KopfPeering in the watched namespace, and the object must exist (the chart creates it).
-        standalone=not peering,
-        peering_name=peering or None,
-        priority=settings.peering_priority,
-        # kopf types it as its Identity, a NewType of str that kopf does not export.
-        identity=cast(Any, identity),
-        clusterwide=not namespace,
-        namespaces=[namespace] if namespace else (),
-        liveness_endpoint=liveness,
-        stop_flag=stop_flag,
-        ready_flag=ready_flag,
-    )
+    ready_flag = ready_flag or asyncio.Event()
+    probes = None
+    if settings.metrics_port:  # /metrics and /readyz, before kopf starts: the probe says "starting"
+        probes = await serve(runtime.metrics, settings.metrics_port, ready_flag)
+    try:
+        await kopf.operator(
+            registry=registry,
+            memo=runtime,
+            # With a peering name kopf peers in a ClusterKopfPeering of that name (cluster-wide) or a
+            # KopfPeering in the watched namespace, and the object must exist (the chart creates it).
+            standalone=not peering,
+            peering_name=peering or None,
+            priority=settings.peering_priority,
+            # kopf types it as its Identity, a NewType of str that kopf does not export.
+            identity=cast(Any, identity),
+            clusterwide=not namespace,
+            namespaces=[namespace] if namespace else (),
+            liveness_endpoint=liveness,
+            stop_flag=stop_flag,
+            ready_flag=ready_flag,
+        )
+    finally:
+        if probes is not None:
+            await probes.cleanup()
 
 
 class ControllerThread:

@@ -28,6 +28,7 @@ BENCHGATE_PEERING_PRIORITY        this controller's priority among its peers: an
                                   so an instance started by hand yields to the chart's), or "auto":
                                   derived from the pod's uid (the POD_UID variable the chart sets
                                   from the downward API), distinct per pod, in [1000, 2^31 - 2]
+BENCHGATE_METRICS_PORT            port of /metrics (Prometheus) and /readyz (default 0: not served)
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class ControllerSettings:
     # Not from the environment: seconds a controller's keep-alive in the peering object counts; a
     # controller that dies without saying goodbye is taken over from after this long. Tests shorten it.
     peering_lifetime_s: int = 60
+    metrics_port: int = 0
     # Not from the environment: how long one look at MLflow (a verdict, a history check) waits for a
     # server that does not answer before it reports it down. Tests shorten it.
     mlflow_wait_s: float = 10.0
@@ -103,6 +105,11 @@ def _priority(environ: Mapping[str, str]) -> int:
         return int(raw)
     except ValueError:
         raise ConfigError(f"{key}: got {raw!r} (expected an integer or 'auto')") from None
+def _port(environ: Mapping[str, str], key: str) -> int:
+    raw = environ.get(key, "").strip()
+    if raw and (not raw.isdigit() or int(raw) > 65535):
+        raise ConfigError(f"{key}: got {raw!r} (expected a port, 1-65535, or 0 for none)")
+    return int(raw or 0)
 
 
 def settings_from_env(environ: Mapping[str, str] | None = None) -> ControllerSettings:
@@ -120,4 +127,5 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> ControllerSet
         watch_namespace=env.get("BENCHGATE_WATCH_NAMESPACE", "").strip(),
         peering_name=env.get("BENCHGATE_PEERING", "").strip(),
         peering_priority=_priority(env),
+        metrics_port=_port(env, "BENCHGATE_METRICS_PORT"),
     )

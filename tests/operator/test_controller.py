@@ -396,6 +396,9 @@ async def test_kubectl_wait_can_tell_pass_from_fail(cluster: Cluster) -> None:
     for obj in (passed, regressed):
         assert obj["status"]["observedGeneration"] == 1
         assert {c["observedGeneration"] for c in obj["status"]["conditions"]} == {1}
+    # Every condition the controller wrote on the way, in every patch, named its generation.
+    written = [c for _, status in written_statuses(cluster.kmock) for c in status.get("conditions", [])]
+    assert written and all(c.get("observedGeneration") == 1 for c in written)
 
 
 async def patch_spec(cluster: Cluster, name: str, spec: dict[str, Any]) -> None:

@@ -41,7 +41,7 @@ def submit(spec: dict[str, Any], status: dict[str, Any] | None = None) -> Submis
 
 
 def test_the_decisions_need_no_kopf() -> None:
-    modules = "benchgate.controller.planning, benchgate.controller.schedule"
+    modules = "benchgate.controller.planning, benchgate.controller.schedule, benchgate.controller.conditions"
     code = f"import sys, {modules}; print('kopf' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

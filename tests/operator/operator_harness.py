@@ -153,6 +153,8 @@ class ApiServerEmulator(KubernetesEmulator):  # type: ignore[misc]
             meta.setdefault("resourceVersion", "1")
             meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
             meta.setdefault("generation", 1)
+        if request.action == action.UPDATE and not request.subresource and isinstance(request.data, dict):
+            self._bump_generation(request)
         return await super()._handle(request)
 
     def _fail_if_faulty(self, request: Any) -> None:
@@ -165,6 +167,20 @@ class ApiServerEmulator(KubernetesEmulator):  # type: ignore[misc]
                 # Details as an API server gives them (without any, kmock sends this server's traceback).
                 details = {"name": request.name, "kind": request.resource and request.resource.plural}
                 raise KubernetesError(fault.status, reason, "injected fault", details)
+
+    def _bump_generation(self, request: Any) -> None:
+        """As an API server does (kmock does not): a PATCH or PUT that changes the spec raises
+        metadata.generation by one."""
+        if "spec" not in request.data:
+            return
+        key = (request.resource, request.namespace, request.name)
+        stored = next((obj for found, obj in self.objects.items() if found == key), None)
+        if stored is None or stored.deleted:
+            return
+        old = dict(stored.raw)
+        if _changes(old.get("spec") or {}, request.data["spec"]):
+            generation = int(old.get("metadata", {}).get("generation") or 1) + 1
+            request.data.setdefault("metadata", {})["generation"] = generation
 
     def _admit(self, request: Any) -> None:
         if self.refuse_creates is not None and request.resource.plural == "benchmarkruns":
@@ -180,6 +196,19 @@ class ApiServerEmulator(KubernetesEmulator):  # type: ignore[misc]
         ):
             message = "cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set"
             raise Forbidden(message=f"{request.resource.plural} is forbidden: {message} finalizers on")
+
+
+def _changes(old: dict[str, Any], patch: Any) -> bool:
+    """Whether merge-patching `old` with `patch` changes it (None removes a key)."""
+    if not isinstance(patch, dict):
+        return bool(old != patch)
+    for key, value in patch.items():
+        if isinstance(value, dict) and isinstance(old.get(key), dict):
+            if _changes(old[key], value):
+                return True
+        elif (key in old) if value is None else old.get(key) != value:
+            return True
+    return False
 
 
 @pytest.fixture

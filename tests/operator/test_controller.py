@@ -11,10 +11,12 @@ import json
 import logging
 from typing import Any
 
+import aiohttp
 import pytest
 from operator_harness import (  # cluster, fake_kfp, kmock_options: fixtures
     POLL_S,
     SHA,
+    TEST_CLIENT,
     Cluster,
     cluster,
     fake_kfp,
@@ -358,3 +360,81 @@ async def test_every_status_written_is_one_of_the_model(cluster: Cluster) -> Non
     assert refused_statuses(written) == []
     assert refused_statuses([("benchmarkruns", {"phase": "Running", "kfpRunID": "run-1"})])
     assert refused_statuses([("benchmarkruns", {"phase": "Finished"})])
+
+
+def kubectl_wait(obj: dict[str, Any], kind: str) -> str | None:
+    """The condition status `kubectl wait --for=condition=<kind>[=<status>]` compares, read as kubectl
+    reads it (ConditionalWait.checkCondition): none while the condition is missing or was observed at
+    an older generation than the object's (then the wait goes on)."""
+    generation = obj["metadata"].get("generation")
+    for found in (obj.get("status") or {}).get("conditions", []):
+        if found.get("type", "").lower() != kind.lower():
+            continue
+        observed = found.get("observedGeneration", obj["status"].get("observedGeneration"))
+        if generation is not None and observed is not None and observed < generation:
+            return None
+        return str(found["status"])
+    return None
+
+
+async def test_kubectl_wait_can_tell_pass_from_fail(cluster: Cluster) -> None:
+    for name in ("passes", "regresses"):
+        await cluster.create(run_manifest(name))
+        await cluster.phase(name, "Running")
+        # Unfinished: neither `--for=condition=Succeeded` nor `...=Succeeded=False` ends the wait.
+        assert kubectl_wait(cluster.get(name), "Succeeded") == "Unknown"
+        assert kubectl_wait(cluster.get(name), "Ready") == "False"
+    cluster.kfp.force(kfp_run_id(cluster, "passes"), "SUCCEEDED", "SUCCEEDED")
+    cluster.kfp.force(kfp_run_id(cluster, "regresses"), "FAILED", "GATE_FAILED")
+    await cluster.phase("passes", "Succeeded")
+    await cluster.phase("regresses", "Failed")
+    passed, regressed = cluster.get("passes"), cluster.get("regresses")
+    assert kubectl_wait(passed, "Succeeded") == "True" and kubectl_wait(passed, "Ready") == "True"
+    assert kubectl_wait(regressed, "Succeeded") == "False" and kubectl_wait(regressed, "Ready") == "False"
+    assert condition(regressed["status"], "Succeeded")["reason"] == "Regression"
+    assert condition(regressed["status"], "Ready")["reason"] == "Regression"
+    for obj in (passed, regressed):
+        assert obj["status"]["observedGeneration"] == 1
+        assert {c["observedGeneration"] for c in obj["status"]["conditions"]} == {1}
+    # Every condition the controller wrote on the way, in every patch, named its generation.
+    written = [c for _, status in written_statuses(cluster.kmock) for c in status.get("conditions", [])]
+    assert written and all(c.get("observedGeneration") == 1 for c in written)
+
+
+async def patch_spec(cluster: Cluster, name: str, spec: dict[str, Any]) -> None:
+    """A merge patch of the spec, as `kubectl patch --type=merge` sends it."""
+    async with aiohttp.ClientSession(headers=TEST_CLIENT) as http:
+        response = await http.patch(
+            cluster.path("benchmarkruns", "team-a", name),
+            json={"spec": spec},
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        assert response.status == 200, await response.text()
+
+
+async def test_editing_workload_args_is_reported_and_submits_nothing(cluster: Cluster) -> None:
+    """workloadArgs is free-form, so the CRD's `self == oldSelf` cannot see into it and the API server
+    takes the edit: the controller says it is not applied, and the run goes on as submitted."""
+    await cluster.create(run_manifest("edited", workloadArgs={"size": "tiny"}))
+    await cluster.phase("edited", "Running")
+    await patch_spec(cluster, "edited", {"workloadArgs": {"size": "large"}})
+    assert cluster.get("edited")["metadata"]["generation"] == 2
+    status = await cluster.wait(
+        lambda: (
+            (s := cluster.status("edited")) and any(c["type"] == "SpecApplied" for c in s["conditions"]) and s
+        ),
+        what="the SpecApplied condition",
+    )
+    applied = condition(status, "SpecApplied")
+    assert applied["status"] == "False" and applied["reason"] == "SpecChangedAfterSubmit"
+    assert applied["observedGeneration"] == 2 and status["observedGeneration"] == 1
+    await cluster.wait(lambda: cluster.events("SpecChangedAfterSubmit"), what="a warning Event")
+    # The run finishes as submitted; `kubectl wait` still ends on it at the new generation.
+    cluster.kfp.force(kfp_run_id(cluster, "edited"), "SUCCEEDED", "SUCCEEDED")
+    await cluster.phase("edited", "Succeeded")
+    assert kubectl_wait(cluster.get("edited"), "Succeeded") == "True"
+    assert cluster.kfp.calls("POST", "/runs") == 1
+    (body,) = cluster.kfp.created_runs
+    assert body["runtime_config"]["parameters"]["workload_args"] == '{"size": "tiny"}'
+    assert len(cluster.events("SpecChangedAfterSubmit")) == 1
+    assert cluster.status("edited")["observedGeneration"] == 1

@@ -160,6 +160,48 @@ def test_bad_cron_and_zones_pass_the_schema_but_not_the_controller(
     assert str(refused.value).startswith(f"{field}: got {next(iter(change.values()))!r}")
 
 
+CRD_FILES = ["benchmarkruns.benchgate.dev.yaml", "benchmarkschedules.benchgate.dev.yaml"]
+
+
+def crd_schema(crd_file: str) -> dict[str, Any]:
+    crd = yaml.safe_load((CRDS / crd_file).read_text(encoding="utf-8"))
+    return dict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+
+
+def schema_nodes(node: dict[str, Any], path: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every node under `node`: its properties, list items ([]) and map values ({}), recursively."""
+    found = [(path, node)]
+    for name, child in node.get("properties", {}).items():
+        found += schema_nodes(child, f"{path}.{name}")
+    for key, mark in (("items", "[]"), ("additionalProperties", "{}")):
+        if isinstance(node.get(key), dict):
+            found += schema_nodes(node[key], path + mark)
+    return found
+
+
+@pytest.mark.parametrize("crd_file", CRD_FILES)
+def test_every_status_and_spec_field_has_a_description(crd_file: str) -> None:
+    """`kubectl explain` (and an editor's schema hints) say what each field is, down to list items and
+    map values."""
+    schema = crd_schema(crd_file)
+    nodes = [n for part in ("spec", "status") for n in schema_nodes(schema["properties"][part], part)]
+    assert len(nodes) > 40  # the CRD was read, nested nodes included
+    assert any(path.endswith(("[]", "{}")) for path, _ in nodes)
+    assert [path for path, node in nodes if not node.get("description")] == []
+
+
+@pytest.mark.parametrize("crd_file", CRD_FILES)
+def test_conditions_are_a_list_map(crd_file: str) -> None:
+    """Per the API conventions: one condition per type, which the API server enforces and server-side
+    apply merges by."""
+    conditions = crd_schema(crd_file)["properties"]["status"]["properties"]["conditions"]
+    assert conditions["x-kubernetes-list-type"] == "map"
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+    item = conditions["items"]
+    assert {"type", "status"} <= set(item["required"])  # a map key must be required
+    assert item["properties"]["observedGeneration"]["type"] == "integer"
+
+
 def readme_section(title: str) -> str:
     """The Kubernetes documentation, docs/kubernetes.md (the README links to it), titled `title`."""
     text = (REPO / "docs" / "kubernetes.md").read_text(encoding="utf-8")

@@ -3,16 +3,21 @@ with `git ls-remote` from a real repository, concurrency policies and history li
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from operator_harness import (  # cluster, fake_kfp, kmock_options: fixtures
+    POLL_S,
+    TEST_CLIENT,
     Cluster,
     cluster,
     fake_kfp,
     kmock_options,
+    verb_of,
 )
 
 from benchgate.controller.access import GROUP, VERSION
@@ -245,3 +250,48 @@ async def test_a_branch_the_repository_lacks_is_a_condition(
     await cluster.create(manifest, plural="benchmarkschedules")
     await cluster.wait(lambda: cluster.events("BranchUnresolved"), what="a BranchUnresolved event")
     assert owned(cluster, "nobranch") == []
+
+
+def status_patches(cluster: Cluster, name: str) -> list[dict[str, Any]]:
+    """The status patches the controller sent for schedule `name` (kopf's own progress left out)."""
+    found = []
+    for request in list(cluster.kmock):
+        if request.resource is None or request.resource.plural != "benchmarkschedules":
+            continue
+        if request.name != name or verb_of(request) != "patch":
+            continue
+        if request.headers.get("User-Agent") == TEST_CLIENT["User-Agent"]:
+            continue
+        status = (request.data or {}).get("status") if isinstance(request.data, dict) else None
+        if {k: v for k, v in (status or {}).items() if k != "kopf"}:
+            found.append(status)
+    return found
+
+
+async def test_a_new_schedule_is_valid_with_its_next_time_before_any_run(
+    cluster: Cluster, repository: tuple[str, Path]
+) -> None:
+    """Its status says it is valid, which generation that was of, and when it runs next, from the first
+    look on, not only once a cron time has come; and a look with nothing new to say writes nothing."""
+    url, _ = repository
+    # Once a day at an hour at least eleven hours away: nothing is due during the test.
+    hour = (datetime.now(UTC).hour + 12) % 24
+    await cluster.create(
+        schedule_manifest("idle", url, schedule=f"0 {hour} * * *"), plural="benchmarkschedules"
+    )
+    status = await cluster.wait(
+        lambda: (s := cluster.status("idle", plural="benchmarkschedules")).get("nextScheduleTime") and s,
+        timeout_s=30 * POLL_S,
+        what="the schedule's first status",
+    )
+    (valid,) = [c for c in status["conditions"] if c["type"] == "Valid"]
+    assert valid["status"] == "True" and valid["observedGeneration"] == 1
+    assert status["observedGeneration"] == 1
+    next_time = datetime.fromisoformat(status["nextScheduleTime"].replace("Z", "+00:00"))
+    assert next_time.hour == hour and next_time.minute == 0
+    assert timedelta(hours=11) < next_time - datetime.now(UTC) <= timedelta(hours=13)
+    await asyncio.sleep(10 * POLL_S)  # ten looks of the schedule timer
+    assert len(status_patches(cluster, "idle")) == 1, status_patches(cluster, "idle")
+    assert owned(cluster, "idle") == [] and "lastScheduleTime" not in cluster.status(
+        "idle", plural="benchmarkschedules"
+    )

@@ -120,6 +120,66 @@ def test_starting_deadline() -> None:
 
 
 @pytest.mark.parametrize(
+    ("now", "expected"),
+    [
+        # Spring forward (29 March 2026): 02:30 does not exist; the first minute after the gap, 03:00
+        # CEST, is 01:00 UTC; the day after, 02:30 CEST is 00:30 UTC.
+        (datetime(2026, 3, 28, 12, 0, tzinfo=UTC), "2026-03-29T01:00:00Z"),
+        (datetime(2026, 3, 29, 1, 0, tzinfo=UTC), "2026-03-30T00:30:00Z"),
+        # Fall back (25 October 2026): 02:30 CEST is 00:30 UTC, and 02:30 comes again in CET, 01:30 UTC.
+        (datetime(2026, 10, 24, 12, 0, tzinfo=UTC), "2026-10-25T00:30:00Z"),
+        (datetime(2026, 10, 25, 0, 30, tzinfo=UTC), "2026-10-25T01:30:00Z"),
+        (datetime(2026, 10, 25, 1, 30, tzinfo=UTC), "2026-10-26T01:30:00Z"),
+    ],
+)
+def test_the_next_schedule_time_across_dst_is_the_time_the_schedule_acts_on(
+    now: datetime, expected: str
+) -> None:
+    berlin = spec(schedule="30 2 * * *", timeZone="Europe/Berlin")
+    reconciled = sched.reconcile(berlin.model_dump(by_alias=True), {}, {"generation": 1}, now)
+    assert reconciled is not None and reconciled.patch()["nextScheduleTime"] == expected
+    # What `nextScheduleTime` says is when the timer finds a run due: not a minute before, then.
+    at = st.parse_time(expected)
+    assert at is not None
+    assert sched.due_time(berlin, now, at - timedelta(minutes=1)) is None
+    due = sched.due_time(berlin, now, at)
+    assert due is not None and due.astimezone(UTC) == at
+
+
+def test_a_schedule_is_reconciled_only_when_something_changed() -> None:
+    nightly = {"schedule": "0 2 * * *", "runTemplate": {"spec": {"repository": "https://example.com/r.git"}}}
+    first = sched.reconcile(nightly, {}, {"generation": 1}, NOW)
+    assert first is not None
+    status = first.patch()
+    (valid,) = status["conditions"]
+    assert (valid["type"], valid["status"], valid["observedGeneration"]) == ("Valid", "True", 1)
+    assert status["observedGeneration"] == 1 and status["nextScheduleTime"] == "2026-11-23T02:00:00Z"
+    # Every look until 02:00: nothing to write.
+    for minutes in (1, 60, 839):
+        assert sched.reconcile(nightly, status, {"generation": 1}, NOW + timedelta(minutes=minutes)) is None
+    # The cron time passes: the next one is written.
+    later = sched.reconcile(nightly, status, {"generation": 1}, NOW + timedelta(hours=14))
+    assert later is not None and later.patch()["nextScheduleTime"] == "2026-11-24T02:00:00Z"
+    # An edit (generation 2): written again, even though nothing else changed.
+    edited = sched.reconcile(nightly, status, {"generation": 2}, NOW)
+    assert edited is not None and edited.patch()["observedGeneration"] == 2
+    assert edited.patch()["conditions"][0]["observedGeneration"] == 2
+    # Edited into an invalid spec: Valid False, and no next time.
+    broken = sched.reconcile({**nightly, "timeZone": "Mars/Olympus"}, status, {"generation": 3}, NOW)
+    assert broken is not None
+    (invalid,) = broken.patch()["conditions"]
+    assert invalid["status"] == "False" and "spec.timeZone" in invalid["message"]
+    assert broken.patch()["nextScheduleTime"] is None
+
+
+def test_a_condition_may_be_unknown_and_name_its_generation() -> None:
+    unknown = st.condition("Succeeded", None, "Running", "the KFP run is running", NOW, generation=4)
+    assert unknown["status"] == "Unknown" and unknown["observedGeneration"] == 4
+    assert "observedGeneration" not in st.condition("Finished", True, "GatePassed", "done", NOW)
+    st.Condition.model_validate(unknown)
+
+
+@pytest.mark.parametrize(
     ("fields", "field"),
     [
         ({"schedule": "0 2 * * * *"}, "spec.schedule"),

@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 
+from benchgate.controller import conditions as cond
 from benchgate.controller import planning as plan
 from benchgate.controller import schedule as sched
 from benchgate.controller import status as st
 from benchgate.controller.planning import REFUSED, Ending, Outcome, Submission
+from benchgate.controller.spec_edits import spec_changed
 from benchgate.kfp.submit import pipeline_parameter_names
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -40,7 +42,7 @@ def submit(spec: dict[str, Any], status: dict[str, Any] | None = None) -> Submis
 
 
 def test_the_decisions_need_no_kopf() -> None:
-    modules = "benchgate.controller.planning, benchgate.controller.schedule"
+    modules = "benchgate.controller.planning, benchgate.controller.schedule, benchgate.controller.conditions"
     code = f"import sys, {modules}; print('kopf' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
@@ -264,6 +266,114 @@ def test_what_a_deletion_terminates(status: dict[str, Any], remembered: str | No
     assert plan.to_terminate(status, remembered) == run
 
 
+# ---------------------------------------------------------------- what every written status gets
+
+
+def as_written(outcome: Outcome | Ending, current: dict[str, Any] | None = None, generation: int = 1) -> Any:
+    assert isinstance(outcome, Outcome) and outcome.status is not None
+    return cond.written(outcome.status, current or {}, generation, NOW)
+
+
+def ended_as(phase: str, reason: str) -> Outcome:
+    state = {"Succeeded": "SUCCEEDED", "Failed": "FAILED", "Canceled": "CANCELED"}[phase]
+    return plan.ended(RUNNING, Ending(state, phase, reason, f"ended: {reason}"), None, None, False, NOW)  # type: ignore[arg-type]
+
+
+PHASE_OUTCOMES = [
+    ("queued", lambda: plan.queued({}, "team-a", 4, NOW), "Unknown", "Pending"),
+    ("kfp-down", lambda: plan.kfp_unavailable({}, "HTTP 503", NOW), "Unknown", "Pending"),
+    (
+        "submitted",
+        lambda: plan.submitted({}, "br-x", "run-1", "http://kfp", False, NOW),
+        "Unknown",
+        "Submitted",
+    ),
+    (
+        "running",
+        lambda: plan.observed({**RUNNING, "phase": "Submitted"}, "RUNNING", [], NOW),
+        "Unknown",
+        "Running",
+    ),
+    ("passed", lambda: ended_as("Succeeded", "GatePassed"), "True", "GatePassed"),
+    ("regression", lambda: ended_as("Failed", "Regression"), "False", "Regression"),
+    ("task-failed", lambda: ended_as("Failed", "RunFailed"), "False", "RunFailed"),
+    ("canceled", lambda: ended_as("Canceled", "KfpCanceled"), "False", "KfpCanceled"),
+    ("deadline", lambda: plan.deadline_exceeded({}, RUNNING, True, NOW), "False", "DeadlineExceeded"),
+    ("invalid-spec", lambda: submit({**SPEC, "worldSize": -2}), "False", "InvalidSpec"),
+    ("token-refused", lambda: plan.kfp_refused({}, True, "HTTP 401", NOW), "False", "KfpUnauthorized"),
+]
+
+
+@pytest.mark.parametrize(
+    ("make", "succeeded", "reason"), [p[1:] for p in PHASE_OUTCOMES], ids=[p[0] for p in PHASE_OUTCOMES]
+)
+def test_every_phase_is_written_with_succeeded_ready_and_the_generation(
+    make: Any, succeeded: str, reason: str
+) -> None:
+    """`kubectl wait --for=condition=Succeeded` ends on a pass, `...=Succeeded=False` on a failure, and
+    neither while the run is unfinished (Unknown); Ready is True only for a pass."""
+    status = as_written(make())
+    found = conditions(status)
+    assert found["Succeeded"]["status"] == succeeded and found["Succeeded"]["reason"] == reason
+    ready = found["Ready"]
+    assert ready["status"] == ("True" if succeeded == "True" else "False")
+    assert ready["reason"] == (reason if succeeded != "Unknown" else "Progressing")
+    assert status["observedGeneration"] == 1
+    assert all(c["observedGeneration"] == 1 for c in status["conditions"]), status["conditions"]
+    st.BenchmarkRunStatus.model_validate(status)  # still the model's
+
+
+def test_a_condition_carries_the_generation_it_was_written_at() -> None:
+    """Edited to generation 3 after its submission at 1: the run goes on as submitted (top-level
+    observedGeneration 1), and what is written now is stamped 3; older conditions keep theirs."""
+    current = as_written(plan.submitted({}, "br-x", "run-1", "http://kfp", False, NOW))
+    assert current["observedGeneration"] == 1
+    running = plan.observed({**RUNNING, **current}, "RUNNING", [], NOW)
+    status = as_written(running, {**RUNNING, **current}, generation=3)
+    found = conditions(status)
+    assert status["observedGeneration"] == 1
+    assert found["KfpReachable"]["observedGeneration"] == 3 and found["Succeeded"]["observedGeneration"] == 3
+    assert found["Submitted"]["observedGeneration"] == 1
+    # No phase written (an unreadable KFP run): nothing derived, the new condition stamped all the same.
+    unreadable = as_written(plan.kfp_unreadable(status, "timed out", NOW), status, generation=3)
+    assert set(unreadable) == {"conditions"}
+    assert conditions(unreadable)["KfpReachable"]["observedGeneration"] == 3
+    # A schedule's conditions are stamped too; it has no Succeeded or Ready.
+    skipped = look({**SCHEDULE, "suspend": True})
+    schedule_status = as_written(skipped, generation=2)
+    assert {c["type"] for c in schedule_status["conditions"]} == {"Valid", "Scheduled"}
+    assert all(c["observedGeneration"] == 2 for c in schedule_status["conditions"])
+
+
+def test_a_spec_edited_after_the_submission_is_reported_once_per_generation() -> None:
+    """Edits inside workloadArgs or config pass the CRD's rule; the run goes on as submitted."""
+    submitted = as_written(plan.submitted({}, "br-x", "run-1", "http://kfp", False, NOW))
+    current = {**RUNNING, **submitted}
+    assert spec_changed(SPEC, current, {"generation": 1}, NOW) == Outcome()  # nothing edited
+    edited = spec_changed(SPEC, current, {"generation": 2}, NOW)
+    assert edited.warning is not None and edited.warning[0] == "SpecChangedAfterSubmit"
+    status = as_written(edited, current, generation=2)
+    applied = conditions(status)["SpecApplied"]
+    assert applied["status"] == "False" and applied["reason"] == "SpecChangedAfterSubmit"
+    assert applied["observedGeneration"] == 2 and "generation 1" in applied["message"]
+    # The top-level observedGeneration stays the submitted one; every condition holds at 2 now.
+    assert "observedGeneration" not in status and "phase" not in status
+    assert all(c["observedGeneration"] == 2 for c in status["conditions"])
+    # Seen again at the same generation: nothing written, no second Event; a newer one is told.
+    again = {**current, **status}
+    assert spec_changed(SPEC, again, {"generation": 2}, NOW) == Outcome()
+    assert spec_changed(SPEC, again, {"generation": 3}, NOW).warning is not None
+
+
+def test_a_spec_edited_while_the_run_waits_is_the_one_submitted() -> None:
+    queued = as_written(plan.queued({}, "team-a", 1, NOW))
+    edited = spec_changed({**SPEC, "commit": "f" * 40}, queued, {"generation": 2}, NOW)
+    assert edited.warning is None
+    status = as_written(edited, queued, generation=2)
+    assert status["observedGeneration"] == 2 and status["shortCommit"] == "f" * 12
+    assert conditions(status)["SpecApplied"]["status"] == "True"
+
+
 # ---------------------------------------------------------------- the schedule timer
 
 
@@ -291,13 +401,21 @@ def owned(name: str, phase: str) -> dict[str, Any]:
 
 
 def test_an_invalid_schedule_is_a_condition_with_one_event_per_message() -> None:
-    first = look({**SCHEDULE, "schedule": "every night"})
-    assert isinstance(first, Outcome)
-    valid = conditions(written(first))["Valid"]
-    assert valid["status"] == "False" and "spec.schedule" in valid["message"]
+    bad = {**SCHEDULE, "schedule": "every night"}
+    reconciled = sched.reconcile(bad, {}, SCHEDULE_META, NOW)
+    assert reconciled is not None
+    valid = conditions(reconciled.patch())["Valid"]
+    assert valid["status"] == "False" and valid["reason"] == "InvalidSpec"
+    assert "spec.schedule" in valid["message"] and valid["observedGeneration"] == 2
+    assert reconciled.patch()["nextScheduleTime"] is None  # none while invalid (null: removed)
+    first = look(bad)
+    assert isinstance(first, Outcome) and first.status is None  # Valid is reconcile's to write
     assert first.warning is not None and first.warning[0] == "InvalidSpec"
-    again = look({**SCHEDULE, "schedule": "every night"}, written(first))
-    assert isinstance(again, Outcome) and again.warning is None and again.status is not None
+    # The next look: nothing to write, nothing to tell.
+    said = {**reconciled.patch(), "nextScheduleTime": None}
+    assert sched.reconcile(bad, said, SCHEDULE_META, NOW + timedelta(minutes=1)) is None
+    again = look(bad, said)
+    assert isinstance(again, Outcome) and again.warning is None and again.status is None
 
 
 def test_a_due_time_and_the_times_skipped() -> None:

@@ -42,6 +42,8 @@ SCHEDULE_COLUMNS = [
     {"name": "Suspend", "type": "boolean", "jsonPath": ".spec.suspend"},
     {"name": "Last", "type": "date", "jsonPath": ".status.lastScheduleTime"},
     {"name": "Last run", "type": "string", "jsonPath": ".status.lastRunName"},
+    # A string, not a date: kubectl shows a date column as an age, and a time to come as <invalid>.
+    {"name": "Next", "type": "string", "jsonPath": ".status.nextScheduleTime"},
     {"name": "History", "type": "string", "jsonPath": ".status.historyCheck.result"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]

@@ -33,12 +33,14 @@ from typing import Any
 
 import kopf
 
+from benchgate.controller import conditions
 from benchgate.controller import planning as plan
 from benchgate.controller.access import GROUP, VERSION
 from benchgate.controller.clients import KfpRuns, KubeRuns, Verdicts
 from benchgate.controller.metrics import ControllerMetrics
 from benchgate.controller.planning import REFUSED, Outcome
 from benchgate.controller.settings import ControllerSettings
+from benchgate.controller.spec_edits import spec_changed
 from benchgate.controller.status import kfp_run_name
 from benchgate.errors import ConfigError, RunFailedError
 from benchgate.kfp.api import TERMINABLE_STATES, KfpRefused, KfpRejected
@@ -71,9 +73,13 @@ class Runtime:
 
 
 def apply_outcome(outcome: Outcome, body: Any, patch: kopf.Patch, rt: Runtime) -> None:
-    """Write the outcome's status, post its Event, and end the handler as it says."""
+    """Write the outcome's status, post its Event, and end the handler as it says. Every status of
+    both kinds is written here, with what `conditions.written` adds (the generation of each condition;
+    a run's Succeeded, Ready and observedGeneration with its phase)."""
     if outcome.status is not None:
-        patch.status.update(outcome.status.patch())
+        generation = int(body.get("metadata", {}).get("generation") or 1)
+        current = body.get("status") or {}
+        patch.status.update(conditions.written(outcome.status, current, generation, rt.clock()))
     if outcome.warning is not None:
         reason, message = outcome.warning
         kopf.warn(body, reason=reason, message=message[:1000])
@@ -271,9 +277,12 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
             raise kopf.TemporaryError(message, delay=memo.settings.poll_s) from None
 
     @kopf.on.update(*RUNS, registry=registry, id="immutable", field="spec")
-    async def immutable(body: Any, **_: Any) -> None:
-        # The CRD's CEL rule rejects this on API servers that evaluate it; elsewhere, say it is ignored.
-        kopf.warn(body, reason="SpecImmutable", message="spec changes are ignored; create a new BenchmarkRun")
+    async def immutable(
+        body: Any, spec: Any, meta: Any, status: Any, patch: kopf.Patch, memo: Runtime, **_: Any
+    ) -> None:
+        # The CRD's CEL rule refuses edits of typed fields where it is evaluated; edits inside the
+        # free-form workloadArgs and config pass it (CEL cannot see into them), and are reported.
+        apply_outcome(spec_changed(spec, status, meta, memo.clock()), body, patch, memo)
 
     def unsubmitted(status: Any, **_: Any) -> bool:
         return plan.needs_repair(status)

@@ -59,7 +59,7 @@ class Ending:
     message: str
 
 
-def _conditions(status: View, *updates: dict[str, str]) -> list[dict[str, Any]]:
+def _conditions(status: View, *updates: dict[str, Any]) -> list[dict[str, Any]]:
     return st.merge_conditions(status.get("conditions"), *updates)
 
 

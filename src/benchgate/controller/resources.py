@@ -13,7 +13,7 @@ the cluster would reject at the first task is rejected here, before any KFP run 
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
@@ -68,6 +68,8 @@ class _Spec(BaseModel):
 
 
 class Toleration(_Spec):
+    """A toleration of the GPU tasks' pods, as in a Pod's spec.tolerations."""
+
     key: str = Field("", description="Taint key the toleration matches (empty with Exists: all taints).")
     operator: Literal["Exists", "Equal"] = Field("Equal", description="Exists or Equal.")
     value: str = Field("", description="Taint value to match with Equal.")
@@ -126,7 +128,7 @@ class RunParameters(_Spec):
     accelerator_type: str = Field(
         "nvidia.com/gpu", min_length=1, description="Extended resource of the GPU tasks."
     )
-    node_selector: dict[str, str] = Field(
+    node_selector: dict[str, Annotated[str, Field(description="The node label's value.")]] = Field(
         default_factory=dict, description="Node selector of the GPU tasks (the GPU node pool)."
     )
     tolerations: list[Toleration] = Field(
@@ -177,8 +179,10 @@ class BenchmarkRunSpec(RunParameters):
 
 
 class RunTemplateMetadata(_Spec):
-    labels: dict[str, str] = Field(default_factory=dict, description="Labels of each created BenchmarkRun.")
-    annotations: dict[str, str] = Field(
+    labels: dict[str, Annotated[str, Field(description="The label's value.")]] = Field(
+        default_factory=dict, description="Labels of each created BenchmarkRun."
+    )
+    annotations: dict[str, Annotated[str, Field(description="The annotation's value.")]] = Field(
         default_factory=dict, description="Annotations of each created BenchmarkRun."
     )
 

@@ -2,9 +2,10 @@
 
 Pure functions (the clock and the cluster's objects are arguments), so cron, time zones, concurrency
 policies and history limits are tested without waiting for a real minute to pass. The schedule timer
-(`handlers.tick`) calls the last four in turn, gathering what each needs between them: `look` (valid?
-due? skipped?), `forbidden` (after listing the schedule's runs), `branch_unresolved` (when the branch
-head cannot be resolved) and `creation` (what to delete, create and prune, and the status to write).
+(`schedule_handlers.tick`) calls the last ones in turn, gathering what each needs between them:
+`reconcile` (Valid, observedGeneration, nextScheduleTime: written only when they change), `look` (due?
+skipped?), `forbidden` (after listing the schedule's runs), `branch_unresolved` (when the branch head
+cannot be resolved) and `creation` (what to delete, create and prune, and the status to write).
 """
 
 from __future__ import annotations
@@ -71,6 +72,14 @@ def due_time(spec: BenchmarkScheduleSpec, last: datetime, now: datetime) -> date
         # Far behind: jump straight to the newest time not after now.
         due = croniter(spec.schedule, now.astimezone(zone)).get_prev(datetime)
     return due
+
+
+def next_time(spec: BenchmarkScheduleSpec, now: datetime) -> datetime:
+    """The first cron time after `now`: the one `due_time` acts on next (in the schedule's zone, so a
+    time a DST change skips comes at the first valid minute after it, as due_time has it too)."""
+    from croniter import croniter
+
+    return croniter(spec.schedule, now.astimezone(check_schedule(spec))).get_next(datetime)  # type: ignore[no-any-return]
 
 
 def too_late(spec: BenchmarkScheduleSpec, due: datetime, now: datetime) -> bool:
@@ -170,26 +179,66 @@ class Due:
         return BenchmarkScheduleStatus(last_schedule_time=timestamp(self.time))
 
 
+def _validated(spec: Mapping[str, Any]) -> BenchmarkScheduleSpec | ConfigError:
+    try:
+        parsed: BenchmarkScheduleSpec = parse_spec(BenchmarkScheduleSpec, dict(spec))
+        check_schedule(parsed)
+    except ConfigError as e:
+        return e
+    return parsed
+
+
+def _valid(error: ConfigError | None, now: datetime, generation: int | None = None) -> dict[str, Any]:
+    """The Valid condition: True, or False with reason InvalidSpec and the error naming the field."""
+    if error is None:
+        return condition("Valid", True, "Valid", "the schedule is valid", now, generation)
+    return condition("Valid", False, "InvalidSpec", str(error), now, generation)
+
+
+def reconcile(
+    spec: Mapping[str, Any], status: Mapping[str, Any], meta: Mapping[str, Any], now: datetime
+) -> BenchmarkScheduleStatus | None:
+    """What every look at a schedule keeps current, due or not: condition Valid, observedGeneration
+    and nextScheduleTime (none while the spec is invalid). None when the status says all three
+    already: no status write, and no watch event, at every look."""
+    generation = int(meta.get("generation") or 1)
+    parsed = _validated(spec)
+    error = parsed if isinstance(parsed, ConfigError) else None
+    next_at = None if isinstance(parsed, ConfigError) else timestamp(next_time(parsed, now))
+    valid = _valid(error, now, generation)
+    current: Mapping[str, Any] = next(
+        (c for c in status.get("conditions") or [] if c.get("type") == "Valid"), {}
+    )
+    same_valid = all(
+        current.get(k) == valid[k] for k in ("status", "reason", "message", "observedGeneration")
+    )
+    if (
+        same_valid
+        and status.get("observedGeneration") == generation
+        and status.get("nextScheduleTime") == next_at
+    ):
+        return None
+    return BenchmarkScheduleStatus(
+        conditions=merge_conditions(status.get("conditions"), valid),
+        observed_generation=generation,
+        next_schedule_time=next_at,
+    )
+
+
 def look(
     spec: Mapping[str, Any], status: Mapping[str, Any], meta: Mapping[str, Any], now: datetime
 ) -> Outcome | Due:
-    """The schedule's look at `now`: the time due, or an Outcome when the look ends here: an invalid
-    spec (condition Valid False, and an Event unless this message had one), nothing due, or a time
-    skipped (suspended, or later than startingDeadlineSeconds)."""
+    """The schedule's look at `now` (after `reconcile`, which writes Valid): the time due, or an
+    Outcome when the look ends here: an invalid spec (an Event unless this message had one), nothing
+    due, or a time skipped (suspended, or later than startingDeadlineSeconds)."""
     conditions = status.get("conditions")
-    try:
-        parsed = parse_spec(BenchmarkScheduleSpec, dict(spec))
-        check_schedule(parsed)
-    except ConfigError as e:
-        message = str(e)
+    parsed = _validated(spec)
+    if isinstance(parsed, ConfigError):
+        message = str(parsed)
         told = any(
             c.get("reason") == "InvalidSpec" and c.get("message") == message[:1000] for c in conditions or []
         )
-        invalid = condition("Valid", False, "InvalidSpec", message, now)
-        return Outcome(
-            status=BenchmarkScheduleStatus(conditions=merge_conditions(conditions, invalid)),
-            warning=None if told else ("InvalidSpec", message),
-        )
+        return Outcome(warning=None if told else ("InvalidSpec", message))
     due = due_time(parsed, last_time(status, meta, now), now)
     if due is None:
         return Outcome()
@@ -282,7 +331,7 @@ def _scheduled(
     **fields: Any,
 ) -> BenchmarkScheduleStatus:
     """The status of a handled time: its lastScheduleTime, the schedule Valid, Scheduled or not."""
-    valid = condition("Valid", True, "Valid", "the schedule is valid", now)
+    valid = _valid(None, now)
     scheduled = condition("Scheduled", created, reason, message, now)
     return BenchmarkScheduleStatus(
         last_schedule_time=timestamp(due),

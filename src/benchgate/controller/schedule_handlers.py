@@ -40,6 +40,10 @@ def register_schedules(registry: kopf.OperatorRegistry, settings: ControllerSett
         **_: Any,
     ) -> None:
         rt, now = memo, memo.clock()
+        # Valid, observedGeneration and nextScheduleTime, written only when one of them changed.
+        reconciled = sched.reconcile(spec, status, meta, now)
+        if reconciled is not None:
+            apply_outcome(Outcome(status=reconciled), body, patch, rt)
         due = sched.look(spec, status, meta, now)
         if isinstance(due, Outcome):  # invalid, nothing due, or skipped
             apply_outcome(due, body, patch, rt)

@@ -10,7 +10,7 @@ conditions, the verdict summary): pure functions over plain values, tested witho
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Final, Literal, get_args
 
@@ -78,18 +78,31 @@ def phase_for(kfp_state: str, tasks: list[tuple[str, str]]) -> tuple[Phase, str,
     return phase, ("Regression" if code == 1 else "RunFailed"), message
 
 
-def condition(kind: str, status: bool, reason: str, message: str, now: datetime) -> dict[str, str]:
-    return {
+def condition(
+    kind: str,
+    status: bool | None,
+    reason: str,
+    message: str,
+    now: datetime,
+    generation: int | None = None,
+) -> dict[str, Any]:
+    """A condition as Kubernetes writes them; `status` None is Unknown. Its observedGeneration is
+    usually left to `stamped` (applied to every status a handler writes); `generation` sets it here,
+    for a condition about a generation other than the object's current one."""
+    made: dict[str, Any] = {
         "type": kind,
-        "status": "True" if status else "False",
+        "status": "Unknown" if status is None else "True" if status else "False",
         "reason": reason,
         "message": message[:1000],
         "lastTransitionTime": timestamp(now),
     }
+    if generation is not None:
+        made["observedGeneration"] = generation
+    return made
 
 
 def merge_conditions(
-    existing: list[Mapping[str, Any]] | None, *updates: dict[str, str]
+    existing: Sequence[Mapping[str, Any]] | None, *updates: Mapping[str, Any]
 ) -> list[dict[str, Any]]:
     """Replace conditions of the same type; keep a condition's transition time while its status holds."""
     merged = {str(c.get("type")): dict(c) for c in existing or []}
@@ -100,7 +113,7 @@ def merge_conditions(
                 **update,
                 "lastTransitionTime": old.get("lastTransitionTime", update["lastTransitionTime"]),
             }
-        merged[update["type"]] = update
+        merged[update["type"]] = dict(update)
     return list(merged.values())
 
 
@@ -168,8 +181,8 @@ class Condition(StatusModel):
 
     type: str = Field(
         ...,
-        description="BenchmarkRun: Submitted, KfpReachable, Finished, VerdictRead. BenchmarkSchedule: Valid, "
-        "Scheduled.",
+        description="BenchmarkRun: Succeeded, Ready, Submitted, KfpReachable, Finished, VerdictRead, "
+        "SpecApplied. BenchmarkSchedule: Valid, Scheduled. One condition per type.",
     )
     status: Literal["True", "False", "Unknown"] = Field(..., description="True, False or Unknown.")
     reason: str | None = Field(None, description="Why, in one CamelCase word (e.g. Queued, GatePassed).")
@@ -177,6 +190,17 @@ class Condition(StatusModel):
     last_transition_time: Timestamp | None = Field(
         None, description="When the status last changed (a new reason with the same status keeps it)."
     )
+    observed_generation: int | None = Field(
+        None, description="The metadata.generation of the object when the condition was set."
+    )
+
+
+# Conditions are a map keyed by their type (Kubernetes API conventions): server-side apply merges them
+# by type, and an API server refuses two of one type.
+CONDITIONS_LIST_MAP: dict[str, Any] = {
+    "x-kubernetes-list-type": "map",
+    "x-kubernetes-list-map-keys": ["type"],
+}
 
 
 class Verdict(StatusModel):
@@ -188,11 +212,17 @@ class Verdict(StatusModel):
     throughput_change: str | None = Field(
         None, description="Headline tokens/s change: the worst world size's, e.g. '-8.4% (ws=8)'."
     )
-    tokens_per_second_change_pct: dict[str, float] | None = Field(
-        None, description="tokens/s change in percent per world size ('ws1', 'ws8')."
-    )
-    checks: dict[str, int] | None = Field(
-        None, description="How many checks ended PASS, WARN, UNKNOWN, FAIL, NEW, INFO."
+    tokens_per_second_change_pct: (
+        dict[
+            str,
+            Annotated[
+                float, Field(description="The change at that world size, in percent (negative: slower).")
+            ],
+        ]
+        | None
+    ) = Field(None, description="tokens/s change in percent per world size ('ws1', 'ws8').")
+    checks: dict[str, Annotated[int, Field(description="How many checks ended with that result.")]] | None = (
+        Field(None, description="How many checks ended PASS, WARN, UNKNOWN, FAIL, NEW, INFO.")
     )
 
 
@@ -218,10 +248,15 @@ class BenchmarkRunStatus(StatusModel):
         None, description="The gate's verdict (empty when MLflow has no gate run for the KFP run)."
     )
     conditions: list[Condition] | None = Field(
-        None, description="Submitted, KfpReachable, Finished, VerdictRead, with reasons."
+        None,
+        description="Succeeded (True, False or Unknown while it runs) and Ready, from the phase; "
+        "Submitted, KfpReachable, Finished, VerdictRead, SpecApplied; with reasons.",
+        json_schema_extra=CONDITIONS_LIST_MAP,
     )
     observed_generation: int | None = Field(
-        None, description="The metadata.generation the controller validated."
+        None,
+        description="The metadata.generation the controller validated and submitted; a later edit of the "
+        "spec is not applied (condition SpecApplied False).",
     )
     start_time: Timestamp | None = Field(None, description="When the KFP run was submitted.")
     completion_time: Timestamp | None = Field(None, description="When the run ended, or was refused.")
@@ -273,14 +308,21 @@ class BenchmarkScheduleStatus(StatusModel):
     )
     last_run_name: str | None = Field(None, description="The BenchmarkRun created last.")
     last_commit: str | None = Field(None, description="The branch head the last run benchmarks (a full SHA).")
-    active: list[str] | None = Field(
+    active: list[Annotated[str, Field(description="A BenchmarkRun's name.")]] | None = Field(
         None,
         description="The schedule's unfinished runs when it last created one, that one included (not "
         "updated as they finish).",
     )
-    conditions: list[Condition] | None = Field(None, description="Valid and Scheduled, with reasons.")
+    conditions: list[Condition] | None = Field(
+        None, description="Valid and Scheduled, with reasons.", json_schema_extra=CONDITIONS_LIST_MAP
+    )
     observed_generation: int | None = Field(
         None, description="The metadata.generation the controller validated."
+    )
+    next_schedule_time: Timestamp | None = Field(
+        None,
+        description="The next cron time the controller acts on (a suspended schedule skips it); absent "
+        "while the spec is invalid.",
     )
     history_check: HistoryCheckStatus | None = Field(
         None,

@@ -18,14 +18,18 @@ BENCHGATE_MAX_ACTIVE_PER_NAMESPACE  submitted or running BenchmarkRuns per names
                                   0 = no limit); more wait in phase Pending
 BENCHGATE_WATCH_NAMESPACE         watch only this namespace (the chart's namespaced-RBAC mode);
                                   empty: every namespace
+BENCHGATE_POLICY                  the admin policy, a JSON object (the chart's `policy` value; empty:
+                                  everything allowed): repositories, node selectors, tolerations, PVCs,
+                                  who may promote baselines, GPUs per node (controller/policy.py)
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from benchgate.controller.policy import Policy, policy_from_json
 from benchgate.errors import ConfigError
 from benchgate.kfp.api import Connection, connection_from_env
 from benchgate.kfp.submit import DEFAULT_EXPERIMENT
@@ -41,6 +45,7 @@ class ControllerSettings:
     schedule_poll_s: float = 30.0
     max_active_per_namespace: int = 4
     watch_namespace: str = ""
+    policy: Policy = field(default_factory=Policy)
     # Not from the environment: how long one look at MLflow (a verdict, a history check) waits for a
     # server that does not answer before it reports it down. Tests shorten it.
     mlflow_wait_s: float = 10.0
@@ -71,4 +76,5 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> ControllerSet
         schedule_poll_s=_number(env, "BENCHGATE_SCHEDULE_POLL_S", 30.0, 0.01),
         max_active_per_namespace=int(_number(env, "BENCHGATE_MAX_ACTIVE_PER_NAMESPACE", 4, 0)),
         watch_namespace=env.get("BENCHGATE_WATCH_NAMESPACE", "").strip(),
+        policy=policy_from_json(env.get("BENCHGATE_POLICY", "")),
     )

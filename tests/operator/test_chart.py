@@ -66,6 +66,15 @@ VARIANTS: dict[str, dict[str, Any]] = {
         },
         "mlflow": {"trackingUri": "http://mlflow.mlflow:5000", "uiEndpoint": "https://mlflow.example.com"},
         "controller": {"pollSeconds": 2.5, "schedulePollSeconds": 60, "maxActivePerNamespace": 0},
+        "policy": {
+            "repositories": ["https://github.com/acme/", "git@github.com:acme/"],
+            "nodeSelectors": [{"pool": "a100"}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "pvcs": {"ml-infra": ["bench-cache"], "*": ["shared-cache"]},
+            "promoteNamespaces": ["ml-infra"],
+            "promoteScheduleOwnedOnly": True,
+            "maxGpusPerNode": 16,
+        },
         "existingSecret": SECRET,
         "existingSecretKeys": {"kfpToken": "kfp", "mlflowToken": "mlflow"},
         "serviceAccount": {"name": "bg-controller", "annotations": {"iam.example.com/role": "bg"}},
@@ -554,6 +563,8 @@ def test_configmap_carries_exactly_the_documented_settings(chart: helm_python.Ch
 def test_controller_parses_what_the_chart_renders(chart: helm_python.Chart) -> None:
     # Imported here: a broken controller module fails this test, not the whole file.
     from benchgate.controller import settings as settings_module
+    from benchgate.controller.policy import Policy
+    from benchgate.controller.resources import Toleration
 
     values = VARIANTS["everything"]
     data = one(render(chart, values), "ConfigMap")["data"]
@@ -567,10 +578,20 @@ def test_controller_parses_what_the_chart_renders(chart: helm_python.Chart) -> N
     assert settings.max_active_per_namespace == 0
     assert settings.watch_namespace == NAMESPACE
     assert settings.kfp.namespace == "ml-team"
-    # The defaults parse too, to the controller's own defaults.
+    assert settings.policy == Policy(
+        repositories=("https://github.com/acme/", "git@github.com:acme/"),
+        node_selectors=({"pool": "a100"},),
+        tolerations=(Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"),),
+        pvcs={"ml-infra": ("bench-cache",), "*": ("shared-cache",)},
+        promote_namespaces=("ml-infra",),
+        promote_schedule_owned_only=True,
+        max_gpus_per_node=16,
+    )
+    # The defaults parse too, to the controller's own defaults (a world size bounded by one node's 8 GPUs).
     defaults = settings_module.settings_from_env(one(render(chart, {}), "ConfigMap")["data"])
     assert (defaults.poll_s, defaults.schedule_poll_s, defaults.max_active_per_namespace) == (30, 30, 4)
     assert defaults.watch_namespace == ""
+    assert defaults.policy == Policy(max_gpus_per_node=8)
 
 
 def test_a_projected_service_account_token_reaches_kfps_default_token_path(chart: helm_python.Chart) -> None:
@@ -662,6 +683,16 @@ BAD_VALUES = [
     ({"tmpSizeLimit": "big"}, "tmpSizeLimit"),
     ({"nodeSelector": {"pool": True}}, "nodeSelector"),
     ({"tolerations": {"key": "x"}}, "tolerations"),
+    ({"policy": {"allowEverything": True}}, "allowEverything"),
+    ({"policy": {"repositories": ["github.com/acme"]}}, "repositories"),
+    ({"policy": {"repositories": "https://github.com/acme/"}}, "repositories"),
+    ({"policy": {"nodeSelectors": [{"pool": 1}]}}, "nodeSelectors"),
+    ({"policy": {"tolerations": [{"key": "x", "operator": "In"}]}}, "operator"),
+    ({"policy": {"pvcs": {"team-a": "bench-cache"}}}, "pvcs"),
+    ({"policy": {"promoteNamespaces": ["Team_A"]}}, "promoteNamespaces"),
+    ({"policy": {"promoteScheduleOwnedOnly": "yes"}}, "promoteScheduleOwnedOnly"),
+    ({"policy": {"maxGpusPerNode": -1}}, "maxGpusPerNode"),
+    ({"policy": {"maxGpusPerNode": 1.5}}, "maxGpusPerNode"),
 ]
 
 

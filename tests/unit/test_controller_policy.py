@@ -359,6 +359,13 @@ def owned(
     return admission.schedule_owned(meta, namespace, run, schedules() if index is None else index)
 
 
+@pytest.mark.parametrize("spec", [{}, {"runTemplate": "x"}, {"runTemplate": {"spec": ["x"]}}])
+def test_a_schedule_without_a_template_object_is_indexed_as_matching_nothing(spec: dict[str, Any]) -> None:
+    entry = admission.template_of("team-a", spec)
+    assert entry == ("team-a", {})
+    assert not owned({"ownerReferences": [owner()]}, index={SCHEDULE_UID: [entry]})
+
+
 def test_a_run_of_a_known_schedule_with_its_template_is_the_schedules() -> None:
     assert owned({"ownerReferences": [owner()]})
     # The schedule writes the branch main where the template names none.

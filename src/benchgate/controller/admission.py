@@ -32,9 +32,11 @@ ScheduleTemplate = tuple[str, Mapping[str, Any]]
 
 
 def template_of(namespace: str, spec: View) -> ScheduleTemplate:
-    """A schedule's entry in the index: its namespace and its run template's spec."""
-    template = (spec.get("runTemplate") or {}).get("spec") or {}
-    return namespace, _plain(template)
+    """A schedule's entry in the index: its namespace and its run template's spec ({} when the schedule
+    has none, or not an object: such a template matches no run)."""
+    run_template = spec.get("runTemplate")
+    template = run_template.get("spec") if isinstance(run_template, Mapping) else None
+    return namespace, _plain(template) if isinstance(template, Mapping) else {}
 
 
 def _plain(value: Any) -> Any:

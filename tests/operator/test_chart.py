@@ -93,6 +93,15 @@ VARIANTS: dict[str, dict[str, Any]] = {
             "repairSeconds": 120,
             "maxActivePerNamespace": 0,
         },
+        "policy": {
+            "repositories": ["https://github.com/acme/", "git@github.com:acme/"],
+            "nodeSelectors": [{"pool": "a100"}],
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "pvcs": {"ml-infra": ["bench-cache"], "*": ["shared-cache"]},
+            "promoteNamespaces": ["ml-infra"],
+            "promoteScheduleOwnedOnly": True,
+            "maxGpusPerNode": 16,
+        },
         "existingSecret": SECRET,
         "existingSecretKeys": {"kfpToken": "kfp", "mlflowToken": "mlflow"},
         "serviceAccount": {"name": "bg-controller", "annotations": {"iam.example.com/role": "bg"}},
@@ -766,6 +775,8 @@ def test_configmap_carries_exactly_the_documented_settings(chart: helm_python.Ch
 def test_controller_parses_what_the_chart_renders(chart: helm_python.Chart) -> None:
     # Imported here: a broken controller module fails this test, not the whole file.
     from benchgate.controller import settings as settings_module
+    from benchgate.controller.policy import Policy
+    from benchgate.controller.resources import Toleration
 
     values = VARIANTS["everything"]
     objects = render(chart, values)
@@ -781,6 +792,15 @@ def test_controller_parses_what_the_chart_renders(chart: helm_python.Chart) -> N
     assert settings.max_active_per_namespace == 0
     assert settings.watch_namespace == NAMESPACE
     assert settings.kfp.namespace == "ml-team"
+    assert settings.policy == Policy(
+        repositories=("https://github.com/acme/", "git@github.com:acme/"),
+        node_selectors=({"pool": "a100"},),
+        tolerations=(Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule"),),
+        pvcs={"ml-infra": ("bench-cache",), "*": ("shared-cache",)},
+        promote_namespaces=("ml-infra",),
+        promote_schedule_owned_only=True,
+        max_gpus_per_node=16,
+    )
     assert settings.peering_name == one(objects, "KopfPeering")["metadata"]["name"]
     assert settings.peering_priority == 5
     # The defaults parse too, to the controller's own defaults; "auto" priorities need the pod's uid,
@@ -798,6 +818,7 @@ def test_controller_parses_what_the_chart_renders(chart: helm_python.Chart) -> N
         {**one(render(chart, VARIANTS["standalone"]), "ConfigMap")["data"], "POD_UID": uid}
     )
     assert standalone.peering_name == ""
+    assert defaults.policy == Policy(max_gpus_per_node=8)
 
 
 def test_a_projected_service_account_token_reaches_kfps_default_token_path(chart: helm_python.Chart) -> None:
@@ -912,6 +933,16 @@ BAD_VALUES = [
     ({"tmpSizeLimit": "big"}, "tmpSizeLimit"),
     ({"nodeSelector": {"pool": True}}, "nodeSelector"),
     ({"tolerations": {"key": "x"}}, "tolerations"),
+    ({"policy": {"allowEverything": True}}, "allowEverything"),
+    ({"policy": {"repositories": ["github.com/acme"]}}, "repositories"),
+    ({"policy": {"repositories": "https://github.com/acme/"}}, "repositories"),
+    ({"policy": {"nodeSelectors": [{"pool": 1}]}}, "nodeSelectors"),
+    ({"policy": {"tolerations": [{"key": "x", "operator": "In"}]}}, "operator"),
+    ({"policy": {"pvcs": {"team-a": "bench-cache"}}}, "pvcs"),
+    ({"policy": {"promoteNamespaces": ["Team_A"]}}, "promoteNamespaces"),
+    ({"policy": {"promoteScheduleOwnedOnly": "yes"}}, "promoteScheduleOwnedOnly"),
+    ({"policy": {"maxGpusPerNode": -1}}, "maxGpusPerNode"),
+    ({"policy": {"maxGpusPerNode": 1.5}}, "maxGpusPerNode"),
 ]
 
 

@@ -5,7 +5,9 @@ calls. The runtime they share and `apply_outcome` are here for both modules.
 
 BenchmarkRun life cycle:
   create  -> validate the spec (a bad one: phase Failed, condition, Event, kopf.PermanentError; never a
-             KFP run) -> wait for a slot of the namespace's concurrency limit (phase Pending, reason
+             KFP run) -> check it against the admin policy (`admission`: refused like a bad spec, or
+             admitted, updateBaseline perhaps lowered; condition Admitted)
+             -> wait for a slot of the namespace's concurrency limit (phase Pending, reason
              Queued) -> submit the pipeline exactly once (`ensure_run` attaches to a run of the same
              name, so a handler that fires twice, or a controller restarted mid-submit, makes one run)
              -> phase Submitted. KFP unreachable or 5xx: phase Pending, reason KfpUnavailable. A run
@@ -33,7 +35,7 @@ from typing import Any
 
 import kopf
 
-from benchgate.controller import conditions
+from benchgate.controller import admission, conditions
 from benchgate.controller import planning as plan
 from benchgate.controller.access import GROUP, VERSION
 from benchgate.controller.clients import KfpRuns, KubeRuns, Verdicts
@@ -47,6 +49,7 @@ from benchgate.kfp.api import TERMINABLE_STATES, KfpRefused, KfpRejected
 from benchgate.kfp.submit import pipeline_parameter_names
 
 RUNS = (GROUP, VERSION, "benchmarkruns")
+SCHEDULES = (GROUP, VERSION, "benchmarkschedules")
 
 
 @dataclass
@@ -112,8 +115,10 @@ async def _submission(
     uid: str,
     patch: kopf.Patch,
     logger: logging.Logger,
+    schedules: Any,
 ) -> Outcome:
-    """Submit the run (exactly once: `ensure_run`), or say why it waits (a slot, KFP) or was refused."""
+    """Submit the run (exactly once: `ensure_run`), or say why it waits (a slot, KFP) or was refused
+    (an invalid spec, the admin policy). `schedules`: the index of BenchmarkSchedules."""
     now = rt.clock()
     submission = plan.submission(
         spec, meta, status, namespace, name, uid, rt.settings.mlflow_uri, rt.known_parameters, now
@@ -121,6 +126,13 @@ async def _submission(
     if isinstance(submission, Outcome):  # an invalid spec: refused for good
         rt.decided[uid] = REFUSED
         return submission
+    owned = admission.schedule_owned(meta, namespace, submission.spec, schedules)
+    admitted = admission.admit(submission, namespace, owned, rt.settings.policy, status, now)
+    if isinstance(admitted, Outcome):  # outside the admin policy: refused for good
+        rt.decided[uid] = REFUSED
+        return admitted
+    # Every outcome from here on carries the Admitted condition.
+    submission, status = admitted.submission, admitted.status
     if not status.get("shortCommit"):  # the first look: what the status says from the start
         patch.status.update(submission.status.patch())
     if not await _claim_slot(rt, namespace, name):
@@ -155,6 +167,14 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
         if finalizers is not None:
             patch.metadata["finalizers"] = finalizers
 
+    # The BenchmarkSchedules by uid, for whether a run's owner is one (a run's ownerReferences are the
+    # creator's to write).
+    @kopf.index(*SCHEDULES, registry=registry, id="schedule_templates")
+    def schedule_templates(
+        uid: str, namespace: str, spec: Any, **_: Any
+    ) -> dict[str, admission.ScheduleTemplate]:
+        return {uid: admission.template_of(namespace, spec)}
+
     def waiting(status: Any, **_: Any) -> bool:
         return plan.waiting(status)
 
@@ -173,6 +193,7 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
         patch: kopf.Patch,
         memo: Runtime,
         logger: logging.Logger,
+        schedule_templates: kopf.Index[str, admission.ScheduleTemplate],
         **_: Any,
     ) -> None:
         # One submission per object at a time: the two registrations run apart, and nothing is awaited
@@ -181,7 +202,9 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
             return
         memo.submitting.add(uid)
         try:
-            outcome = await _submission(memo, spec, meta, status, namespace, name, uid, patch, logger)
+            outcome = await _submission(
+                memo, spec, meta, status, namespace, name, uid, patch, logger, schedule_templates
+            )
             apply_outcome(outcome, body, patch, memo)
         finally:
             memo.submitting.discard(uid)

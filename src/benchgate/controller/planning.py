@@ -41,11 +41,13 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Submission:
-    """A spec to submit: the pipeline's arguments, the KFP run's name, and the status written first."""
+    """A spec to submit: the pipeline's arguments, the KFP run's name, the status written first, and the
+    spec as parsed (what the admin policy checks)."""
 
     arguments: dict[str, Any]
     run_name: str
     status: BenchmarkRunStatus
+    spec: BenchmarkRunSpec
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ def submission(
     except ConfigError as e:
         return refused(status, "InvalidSpec", str(e), now, give_up=f"invalid spec: {e}")
     first = BenchmarkRunStatus(short_commit=parsed.commit[:12], observed_generation=meta.get("generation", 1))
-    return Submission(arguments, st.kfp_run_name(namespace, name, uid), first)
+    return Submission(arguments, st.kfp_run_name(namespace, name, uid), first, parsed)
 
 
 def refused(status: View, reason: str, message: str, now: datetime, give_up: str = "") -> Outcome:

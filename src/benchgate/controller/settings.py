@@ -29,6 +29,9 @@ BENCHGATE_PEERING_PRIORITY        this controller's priority among its peers: an
                                   derived from the pod's uid (the POD_UID variable the chart sets
                                   from the downward API), distinct per pod, in [1000, 2^31 - 2]
 BENCHGATE_METRICS_PORT            port of /metrics (Prometheus) and /readyz (default 0: not served)
+BENCHGATE_POLICY                  the admin policy, a JSON object (the chart's `policy` value; empty:
+                                  everything allowed): repositories, node selectors, tolerations, PVCs,
+                                  who may promote baselines, GPUs per node (controller/policy.py)
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from benchgate.controller.policy import Policy, policy_from_json
 from benchgate.errors import ConfigError
 from benchgate.kfp.api import Connection, connection_from_env
 from benchgate.kfp.submit import DEFAULT_EXPERIMENT
@@ -60,6 +64,7 @@ class ControllerSettings:
     # controller that dies without saying goodbye is taken over from after this long. Tests shorten it.
     peering_lifetime_s: int = 60
     metrics_port: int = 0
+    policy: Policy = field(default_factory=Policy)
     # Not from the environment: how long one look at MLflow (a verdict, a history check) waits for a
     # server that does not answer before it reports it down. Tests shorten it.
     mlflow_wait_s: float = 10.0
@@ -128,4 +133,5 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> ControllerSet
         peering_name=env.get("BENCHGATE_PEERING", "").strip(),
         peering_priority=_priority(env),
         metrics_port=_port(env, "BENCHGATE_METRICS_PORT"),
+        policy=policy_from_json(env.get("BENCHGATE_POLICY", "")),
     )

@@ -1,0 +1,187 @@
+"""The admin policy through the real controller (kopf, kmock's API, the FAKE KFP server): a run outside
+it is refused before KFP hears of it, with the Admitted condition and one Warning Event; a promotion
+where none is allowed runs as `never`; only a run a schedule really made counts as the schedule's."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kmock import action
+from operator_harness import (  # cluster, fake_kfp, kmock_options: fixtures
+    Cluster,
+    cluster,
+    fake_kfp,
+    kmock_options,
+    run_manifest,
+)
+
+from benchgate.controller.access import GROUP, VERSION
+from benchgate.controller.policy import Policy
+from benchgate.controller.resources import Toleration
+from benchgate.controller.schedule import SCHEDULE_LABEL
+
+pytestmark = pytest.mark.asyncio
+
+GPU = Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")
+BOUNDED = Policy(
+    repositories=("https://github.com/example/",),
+    tolerations=(GPU,),
+    pvcs={"team-a": ("bench-cache",)},
+    max_gpus_per_node=8,
+)
+
+
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    (found,) = [c for c in status.get("conditions", []) if c["type"] == kind]
+    return dict(found)
+
+
+def events_posted(cluster: Cluster, name: str) -> list[dict[str, Any]]:
+    """Every Event the controller posted about object `name`, from the emulator's request log: kmock
+    ignores generateName, so it keeps only the first Event of a namespace (the others conflict)."""
+    return [
+        dict(request.data)
+        for request in list(cluster.kmock)
+        if request.resource is not None
+        and request.resource.plural == "events"
+        and request.action == action.CREATE
+        and request.data.get("involvedObject", {}).get("name") == name
+    ]
+
+
+def parameters_of(cluster: Cluster, name: str) -> dict[str, Any]:
+    """The pipeline parameters the run `name` was submitted to KFP with."""
+    run_name = cluster.status(name)["kfpRunName"]
+    (body,) = [b for b in cluster.kfp.created_runs if b["display_name"] == run_name]
+    return dict(body["runtime_config"]["parameters"])
+
+
+@pytest.mark.parametrize("cluster", [{"policy": BOUNDED}], indirect=True)
+async def test_runs_outside_the_policy_fail_before_kfp_hears_of_them(cluster: Cluster) -> None:
+    # name: (spec, the condition's reason, the start of its message: the field and the value)
+    refused = {
+        "elsewhere": (
+            {"repository": "https://github.com/example-evil/trainer.git"},
+            "RepositoryNotAllowed",
+            "spec.repository: got 'https://github.com/example-evil/trainer.git'",
+        ),
+        "too-wide": (
+            {"worldSize": 16},
+            "WorldSizeExceedsNode",
+            "spec.worldSize: got 16 (a world size must fit",
+        ),
+        "any-taint": (
+            {"tolerations": [{"operator": "Exists"}]},
+            "TolerationNotAllowed",
+            'spec.tolerations[0]: got {"operator": "Exists"}',
+        ),
+        "other-pvc": (
+            {"baselinePvc": "kfp-artifacts"},
+            "PvcNotAllowed",
+            "spec.baselinePvc: got 'kfp-artifacts'",
+        ),
+    }
+    for name, (spec, _, _) in refused.items():
+        await cluster.create(run_manifest(name, **spec))
+    await cluster.create(run_manifest("inside", worldSize=8, baselinePvc="bench-cache"))
+    for name, (_, reason, message) in refused.items():
+        status = await cluster.phase(name, "Failed")
+        admitted = condition(status, "Admitted")
+        assert (admitted["status"], admitted["reason"]) == ("False", reason)
+        assert admitted["message"].startswith(message), admitted["message"]
+        assert condition(status, "Finished")["status"] == "True"
+    # The run inside the policy is the only one KFP ever saw.
+    await cluster.phase("inside", "Running")
+    assert condition(cluster.status("inside"), "Admitted")["reason"] == "PolicyAllowed"
+    assert [b["display_name"] for b in cluster.kfp.created_runs] == [cluster.status("inside")["kfpRunName"]]
+    # One Warning Event per refused run, not one per look: refused for good, never retried.
+    await cluster.wait(lambda: cluster.kfp.calls("GET", "/runs/") >= 3, what="a few looks at the run inside")
+    for name, (_, reason, _) in refused.items():
+        (event,) = events_posted(cluster, name)
+        assert (event["type"], event["reason"]) == ("Warning", reason)
+
+
+@pytest.mark.parametrize("cluster", [{"policy": Policy(promote_namespaces=("ml-infra",))}], indirect=True)
+async def test_a_namespace_that_may_not_promote_runs_auto_as_never_and_refuses_always(
+    cluster: Cluster,
+) -> None:
+    await cluster.create(run_manifest("forced", updateBaseline="always"))
+    await cluster.create(run_manifest("nightly-ish", branch="main"))  # updateBaseline: auto
+    status = await cluster.phase("forced", "Failed")
+    assert condition(status, "Admitted")["reason"] == "PromotionNotAllowed"
+    assert "namespace team-a may not promote" in condition(status, "Admitted")["message"]
+    status = await cluster.phase("nightly-ish", "Running")
+    admitted = condition(status, "Admitted")
+    assert (admitted["status"], admitted["reason"]) == ("True", "PromotionDisabled")
+    assert parameters_of(cluster, "nightly-ish")["update_baseline"] == "never"
+    assert len(cluster.kfp.created_runs) == 1
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def repository(tmp_path: Path) -> str:
+    """A real git repository with a main branch, as a file:// URL."""
+    repo = tmp_path / "trainer"
+    repo.mkdir()
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    git(
+        repo,
+        "-c",
+        "user.email=ci@example.com",
+        "-c",
+        "user.name=ci",
+        "commit",
+        "--quiet",
+        "--allow-empty",
+        "-m",
+        "v1",
+    )
+    return repo.resolve().as_uri()
+
+
+@pytest.mark.parametrize(
+    "cluster", [{"speed": 120.0, "policy": Policy(promote_schedule_owned_only=True)}], indirect=True
+)
+async def test_only_a_run_the_schedule_made_promotes_not_one_that_names_it_as_owner(
+    cluster: Cluster, repository: str
+) -> None:
+    template = {"repository": repository, "branch": "main", "worldSize": 2}
+    schedule = await cluster.create(
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "BenchmarkSchedule",
+            "metadata": {"name": "nightly", "namespace": "team-a"},
+            "spec": {"schedule": "* * * * *", "runTemplate": {"spec": template}},
+        },
+        plural="benchmarkschedules",
+    )
+    made = await cluster.wait(
+        lambda: [n for n in cluster.names() if cluster.get(n)["metadata"]["labels"].get(SCHEDULE_LABEL)],
+        what="the schedule's first run",
+    )
+    await cluster.phase(made[0], "Running")
+    assert parameters_of(cluster, made[0])["update_baseline"] == "auto"
+    assert condition(cluster.status(made[0]), "Admitted")["reason"] == "PolicyAllowed"
+    # A hand-made run naming the schedule as its owner, but not made from its template.
+    owner = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "BenchmarkSchedule",
+        "name": "nightly",
+        "uid": schedule["metadata"]["uid"],
+        "controller": True,
+    }
+    forged = run_manifest(
+        "forged", **(template | {"worldSize": 4}), commit=cluster.get(made[0])["spec"]["commit"]
+    )
+    forged["metadata"]["ownerReferences"] = [owner]
+    await cluster.create(forged)
+    status = await cluster.phase("forged", "Running")
+    assert condition(status, "Admitted")["reason"] == "PromotionDisabled"
+    assert parameters_of(cluster, "forged")["update_baseline"] == "never"

@@ -5,7 +5,8 @@ the pods' logs and sets the TrainJob's status, as the Trainer's controller and t
 
 The launcher runs in a thread with the real kubernetes client. Its manifest is checked twice: a round
 trip through the kubeflow_trainer_api model, and the openAPIV3Schema (plus the name rules) of the Trainer's
-own CRD, vendored in tests/data/ from Kubeflow Trainer 2.3.0.
+own CRD, vendored in tests/data/ from Kubeflow Trainer 2.3.0. Every request the launcher sends must be
+one the Role in docs/multinode.md grants (that Role is also checked against Kubernetes' schema).
 
 The metrics file is tests/unit/stack_run/metrics-ws2.json, read from a real run: what node 0 prints in
 its log must come back as the same bytes in the results directory.
@@ -22,6 +23,7 @@ from typing import Any
 
 import aiohttp
 import jsonschema
+import kubernetes_validate
 import pytest
 import yaml
 from kubeflow_trainer_api import models
@@ -35,6 +37,7 @@ from benchgate.kit import log_payload
 pytestmark = pytest.mark.asyncio
 
 TESTS = Path(__file__).resolve().parents[1]
+DOC = TESTS.parent / "docs" / "multinode.md"
 CRD = yaml.safe_load((TESTS / "data" / "trainer.kubeflow.org_trainjobs.yaml").read_text(encoding="utf-8"))
 REAL_METRICS = TESTS / "unit" / "stack_run" / "metrics-ws2.json"
 NAMESPACE = "team-a"
@@ -88,6 +91,42 @@ def crd_errors(manifest: dict[str, Any]) -> list[str]:
     if not re.fullmatch(pattern[1], name) or len(name) > 63:
         errors.append(f"metadata.name: {name!r} breaks the CRD's rules {rules}")
     return errors
+
+
+def documented_rbac() -> list[dict[str, Any]]:
+    """The YAML objects of docs/multinode.md (the launcher's Role and its binding)."""
+    blocks = re.findall(r"^```yaml\n(.*?)^```", DOC.read_text(encoding="utf-8"), flags=re.M | re.S)
+    return [o for block in blocks for o in yaml.safe_load_all(block) if o]
+
+
+def refused_by_the_documented_role(kmock: Any) -> list[str]:
+    """Every request the launcher sent that the documented Role does not grant."""
+    role = next(o for o in documented_rbac() if o["kind"] == "Role")
+    granted = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    refused = []
+    for request in list(kmock):
+        if request.resource is None or request.headers.get("User-Agent") == TEST_CLIENT["User-Agent"]:
+            continue
+        method = str(getattr(request.method, "value", request.method)).upper()
+        verb = {"POST": "create", "DELETE": "delete", "PATCH": "patch", "PUT": "update"}.get(method)
+        verb = verb or ("get" if request.name else "list")
+        resource = request.resource.plural + (f"/{request.subresource}" if request.subresource else "")
+        if (request.resource.group or "", resource, verb) not in granted:
+            refused.append(f"{verb} {request.resource.group or 'core'}/{resource}")
+    return refused
+
+
+def test_the_documented_role_and_binding_are_valid_kubernetes_objects() -> None:
+    objects = documented_rbac()
+    assert sorted(o["kind"] for o in objects) == ["Role", "RoleBinding"]
+    for obj in objects:
+        kubernetes_validate.validate(obj, "1.33", strict=True)
 
 
 @pytest.fixture
@@ -250,6 +289,7 @@ async def test_a_complete_trainjob_leaves_rank_0s_metrics_file_byte_for_byte(
     assert written.read_bytes() == metrics
     assert cluster.trainjobs() == []  # deleted at the end
     assert any("is Complete" in line for line in said), said
+    assert refused_by_the_documented_role(trainer) == []
 
 
 async def test_a_failed_trainjob_is_a_run_failure_naming_its_reason_and_it_is_deleted(
@@ -276,6 +316,7 @@ async def test_a_failed_trainjob_is_a_run_failure_naming_its_reason_and_it_is_de
     assert "benchgate node: error: bench ws=2: rank 1 was killed" in message  # node 0's last lines
     assert not (tmp_path / "results" / "metrics-ws2.json").exists()
     assert cluster.trainjobs() == []
+    assert refused_by_the_documented_role(trainer) == []  # the log's tail included
 
 
 async def test_a_retried_launcher_attaches_to_its_runs_trainjob(trainer: Any, tmp_path: Path) -> None:
@@ -299,6 +340,7 @@ async def test_a_retried_launcher_attaches_to_its_runs_trainjob(trainer: Any, tm
     written = await asyncio.wait_for(retried, 30)
     assert written.read_bytes() == REAL_METRICS.read_bytes()
     assert cluster.trainjobs() == []
+    assert refused_by_the_documented_role(trainer) == []  # the attach's read included
 
 
 async def test_a_trainjob_of_the_same_name_from_elsewhere_is_left_alone(trainer: Any, tmp_path: Path) -> None:

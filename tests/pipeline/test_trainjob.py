@@ -287,6 +287,7 @@ async def test_a_complete_trainjob_leaves_rank_0s_metrics_file_byte_for_byte(
     assert {r.params.get("labelSelector") for r in listed if not r.subresource} == {selector.format(name)}
     assert written == tmp_path / "results" / "metrics-ws2.json"
     assert written.read_bytes() == metrics
+    assert (tmp_path / "results" / "logs" / "bench-ws2.log").read_text() == rank0_log(metrics)
     assert cluster.trainjobs() == []  # deleted at the end
     assert any("is Complete" in line for line in said), said
     assert refused_by_the_documented_role(trainer) == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from benchgate.errors import ConfigError, RunFailedError
+from benchgate.kfp.trainjob import Phase, phase_of, trainjob_name
 from benchgate.kit import log_payload
 from benchgate.measure.launch import NodeLayout
 from benchgate.measure.node import layout_from_env
@@ -148,3 +150,43 @@ def test_the_trainer_api_outside_its_adapter_fails_lint(tmp_path: Path) -> None:
     broken = result.stdout.split("Broken contracts", 1)[1]
     assert "The Kubeflow Trainer API (alpha) only in kfp/trainjob.py" in broken, broken
     assert "benchgate.kfp.trainjob_client -> kubeflow_trainer_api" in broken, broken
+
+
+@pytest.mark.parametrize(
+    ("conditions", "phase"),
+    [
+        (None, Phase("Running")),
+        ([{"type": "Suspended", "status": "False", "reason": "Resumed"}], Phase("Running")),
+        (
+            [{"type": "Suspended", "status": "True", "reason": "Suspended", "message": "q"}],
+            Phase("Suspended", "Suspended", "q"),
+        ),
+        (
+            [
+                {"type": "Suspended", "status": "False", "reason": "Resumed"},
+                {"type": "Complete", "status": "True", "reason": "JobsCompleted", "message": "done"},
+            ],
+            Phase("Complete", "JobsCompleted", "done"),
+        ),
+        ([{"type": "Failed", "status": "False", "reason": "DeadlineExceeded"}], Phase("Running")),
+        (
+            [{"type": "Failed", "status": "True", "reason": "TrainingRuntimeNotSupported", "message": "m"}],
+            Phase("Failed", "TrainingRuntimeNotSupported", "m"),
+        ),
+    ],
+)
+def test_a_trainjobs_phase_is_read_from_its_true_conditions(
+    conditions: list[dict[str, str]] | None, phase: Phase
+) -> None:
+    trainjob = {"metadata": {"name": "t"}, "status": {"conditions": conditions} if conditions else {}}
+    assert phase_of(trainjob) == phase
+
+
+def test_the_trainjob_name_is_a_short_rfc_1035_label_fixed_per_run_and_world_size() -> None:
+    name = trainjob_name("3f5e0b7a-1c2d-4e5f-8a9b-0c1d2e3f4a5b", 1024)
+    assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name) and len(f"{name}-node-0-0") <= 63
+    assert name == trainjob_name("3f5e0b7a-1c2d-4e5f-8a9b-0c1d2e3f4a5b", 1024)
+    assert name != trainjob_name("3f5e0b7a-1c2d-4e5f-8a9b-0c1d2e3f4a5b", 512)
+    assert name != trainjob_name("another-run", 1024)
+    with pytest.raises(ConfigError, match="run key: got ''"):
+        trainjob_name("", 16)

@@ -28,7 +28,7 @@ from kubeflow_trainer_api import models
 
 from benchgate.config import RunConfig
 from benchgate.errors import ConfigError, RunFailedError
-from benchgate.kfp.trainjob_client import GROUP, NODE, VERSION, TrainJobs
+from benchgate.kfp.trainjob_client import GROUP, NODE, VERSION, TrainJobs, current_namespace
 from benchgate.kit import log_payload
 from benchgate.kit.files import write_text
 from benchgate.measure.launch import metrics_path
@@ -194,16 +194,26 @@ def launch(
     out_dir: Path,
     nodes: Nodes,
     run_key: str,
-    jobs: TrainJobs,
+    jobs: TrainJobs | None = None,
     *,
     poll_s: float = 10.0,
     timeout_s: float | None = None,
     say: Callable[[str], None] = print,
 ) -> Path:
-    """Run the bench at `world_size` as a TrainJob in `jobs`' namespace; returns the metrics file written
-    in `out_dir`, the bytes rank 0 wrote. `source` is env.json's (repository, commit). The TrainJob may
-    run for bench.run_timeout_s plus STARTUP_S; the launcher waits `timeout_s` (default: that and 10 min
-    more, for a queue) before it gives up. A failed TrainJob is a RunFailedError naming its reason."""
+    """Run the bench at `world_size` as a TrainJob in `jobs`' namespace (default: this pod's, through its
+    service account); returns the metrics file written in `out_dir`, the bytes rank 0 wrote, beside node
+    0's log (`logs/bench-ws<N>.log`, as the single-node bench keeps torchrun's). `source` is env.json's
+    (repository, commit); `run_key` run.json's, the pipeline run's id. The TrainJob may run for
+    bench.run_timeout_s plus STARTUP_S; the launcher waits `timeout_s` (default: that and 10 min more,
+    for a queue) before it gives up. A failed TrainJob is a RunFailedError naming its reason.
+
+    A pipeline task calls it as `bench_task` calls `run_bench`:
+
+        config, env, out = start_task(setup_dir, results_dir)
+        run_key = read_json(Path(setup_dir) / RUN_FILE)["run_key"]
+        path = trainjob.launch(config, env["source"], world_size, out, Nodes(image, gpus_per_node), run_key)
+    """
+    jobs = jobs or TrainJobs(current_namespace())
     name = trainjob_name(run_key, world_size)
     deadline_s = int(config.bench.run_timeout_s) + STARTUP_S
     manifest = trainjob_manifest(name, jobs.namespace, run_key, world_size, config, source, nodes, deadline_s)
@@ -223,7 +233,9 @@ def launch(
             if pod is None:
                 raise RunFailedError(f"{where} is Complete, but node 0's pod is gone: its metrics are lost")
             pod_name = pod["metadata"]["name"]
-            payload = log_payload.decode(jobs.log(pod_name), f"{where}: pod {pod_name}")
+            log = jobs.log(pod_name)
+            write_text(out_dir / "logs" / f"bench-ws{world_size}.log", log)
+            payload = log_payload.decode(log, f"{where}: pod {pod_name}")
             out = metrics_path(out_dir, world_size)
             if payload.name != out.name:
                 raise RunFailedError(f"{where}: rank 0 printed {payload.name}, expected {out.name}")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from benchgate.config import RunConfig
 from benchgate.errors import ConfigError, RunFailedError
 from benchgate.kfp.trainjob import Phase, phase_of, trainjob_name
 from benchgate.kit import log_payload
@@ -104,11 +105,9 @@ def test_the_last_complete_block_wins_and_a_damaged_one_is_refused() -> None:
         log_payload.encode("dir/metrics.json", b"{}")
 
 
-@pytest.mark.slow
-def test_two_nodes_on_this_host_run_one_world_and_node_0_prints_rank_0s_metrics(tmp_path: Path) -> None:
-    """What each TrainJob pod runs, `python -m benchgate.measure.node`, as two processes with the
-    Trainer's variables: one world of 2 CPU ranks over two torchruns, rendezvous at node 0."""
-    config = make_config(tmp_path, bench={"workload": "bg_test_workloads:sleepy", "steps": 8, "warmup": 1})
+def start_nodes(tmp_path: Path, config: RunConfig) -> list[subprocess.Popen[str]]:
+    """Two processes as the TrainJob's two pods run them, with the Trainer's variables: one world of
+    2 CPU ranks over two torchruns, rendezvous at node 0 (127.0.0.1)."""
     port = str(free_port())
     nodes = []
     for rank in (0, 1):
@@ -126,6 +125,13 @@ def test_two_nodes_on_this_host_run_one_world_and_node_0_prints_rank_0s_metrics(
         nodes.append(
             subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         )
+    return nodes
+
+
+@pytest.mark.slow
+def test_two_nodes_on_this_host_run_one_world_and_node_0_prints_rank_0s_metrics(tmp_path: Path) -> None:
+    config = make_config(tmp_path, bench={"workload": "bg_test_workloads:sleepy", "steps": 8, "warmup": 1})
+    nodes = start_nodes(tmp_path, config)
     logs = [node.communicate(timeout=240)[0] for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], logs
     written = tmp_path / "node0" / "metrics-ws2.json"
@@ -136,6 +142,25 @@ def test_two_nodes_on_this_host_run_one_world_and_node_0_prints_rank_0s_metrics(
     assert log_payload.BEGIN not in logs[1]
     assert not (tmp_path / "node1" / "metrics-ws2.json").exists()
     assert "ranks 1-1 of 2, rank 0 at 127.0.0.1" in logs[1]
+
+
+@pytest.mark.slow
+def test_a_rank_that_fails_on_node_1_is_named_there_and_node_0s_rank_is_not_called_hung(
+    tmp_path: Path,
+) -> None:
+    """Each node knows its own ranks' error files only: node 1 names rank 1's error and does not take
+    rank 0, on another node, for a silent rank."""
+    bench = {"workload": "bg_test_workloads:failing", "steps": 8, "warmup": 1, "timeout_s": 30}
+    config = make_config(tmp_path, bench={**bench, "workload_args": {"rank": 1, "at_step": 3}})
+    nodes = start_nodes(tmp_path, config)
+    logs = [node.communicate(timeout=240)[0] for node in nodes]
+    assert nodes[1].returncode == 3, logs[1]
+    assert (
+        "benchgate node: error: bench ws=2: rank 1 failed: RuntimeError: injected failure at step 3"
+        in logs[1]
+    )
+    assert "probably hung" not in logs[1]
+    assert nodes[0].returncode != 0 and log_payload.BEGIN not in logs[0]
 
 
 def test_the_trainer_api_outside_its_adapter_fails_lint(tmp_path: Path) -> None:

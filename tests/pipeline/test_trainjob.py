@@ -15,7 +15,10 @@ its log must come back as the same bytes in the results directory.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import signal
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -382,3 +385,34 @@ async def test_a_complete_trainjob_whose_log_lost_the_block_is_a_clear_failure(
     with pytest.raises(RunFailedError, match=rf"pod {pod}: no BENCHGATE-METRICS-BEGIN .* cut short"):
         await asyncio.wait_for(task, 30)
     assert cluster.trainjobs() == []
+
+
+LAUNCHER = """
+import sys
+from pathlib import Path
+from benchgate.kfp.trainjob import launch
+from benchgate.kfp.trainjob_client import TrainJobs
+from test_trainjob import CONFIG, NAMESPACE, NODES, RUN_KEY_VALUE, SOURCE
+jobs = TrainJobs(NAMESPACE, host=sys.argv[1])
+launch(CONFIG, SOURCE, 2, Path(sys.argv[2]), NODES, RUN_KEY_VALUE, jobs, poll_s=0.05)
+"""
+
+
+async def test_a_terminated_launcher_deletes_its_trainjob_on_the_way_out(
+    trainer: Any, tmp_path: Path
+) -> None:
+    """KFP terminates a run's pods with SIGTERM: the launcher, in its own process as in its pod, must not
+    leave the TrainJob holding its nodes until the deadline."""
+    cluster = Cluster(trainer)
+    here = str(Path(__file__).parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", LAUNCHER, cluster.url, str(tmp_path / "results"), env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    await cluster.wait(cluster.trainjobs, "the launcher's TrainJob")
+    process.send_signal(signal.SIGTERM)
+    output, _ = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 128 + signal.SIGTERM, output.decode()
+    assert cluster.trainjobs() == []
+    assert b"deleted" in output

@@ -218,14 +218,17 @@ def launch(
     deadline_s = int(config.bench.run_timeout_s) + STARTUP_S
     manifest = trainjob_manifest(name, jobs.namespace, run_key, world_size, config, source, nodes, deadline_s)
     where = jobs.where(name)
+    ours = True  # from before the create is sent: a TrainJob it made before failing is deleted too
     with _sigterm_unwinds():
-        if jobs.create(manifest):
-            count = manifest["spec"]["trainer"]["numNodes"]
-            say(f"benchgate bench: created {where}: {count} nodes x {nodes.gpus_per_node} ranks")
-        else:
-            _attach(jobs, name, run_key)
-            say(f"benchgate bench: {where} exists from an earlier attempt of this run: attached to it")
         try:
+            if jobs.create(manifest):
+                count = manifest["spec"]["trainer"]["numNodes"]
+                say(f"benchgate bench: created {where}: {count} nodes x {nodes.gpus_per_node} ranks")
+            else:
+                ours = False
+                _attach(jobs, name, run_key)
+                ours = True
+                say(f"benchgate bench: {where} exists from an earlier attempt of this run: attached to it")
             phase = _wait(jobs, name, poll_s, deadline_s + 600 if timeout_s is None else timeout_s, say)
             pod = jobs.rank0_pod(name)
             if phase.state == "Failed":
@@ -241,7 +244,8 @@ def launch(
                 raise RunFailedError(f"{where}: rank 0 printed {payload.name}, expected {out.name}")
             return write_text(out, payload.data.decode("utf-8"))
         finally:
-            _delete(jobs, name, say)
+            if ours:
+                _delete(jobs, name, say)
 
 
 def _attach(jobs: TrainJobs, name: str, run_key: str) -> None:

@@ -416,3 +416,26 @@ async def test_a_terminated_launcher_deletes_its_trainjob_on_the_way_out(
     assert process.returncode == 128 + signal.SIGTERM, output.decode()
     assert cluster.trainjobs() == []
     assert b"deleted" in output
+
+
+async def test_a_launcher_without_the_role_is_told_which_grant_is_missing(
+    trainer: Any, tmp_path: Path
+) -> None:
+    cluster = Cluster(trainer)
+    answer = {
+        "kind": "Status",
+        "status": "Failure",
+        "reason": "Forbidden",
+        "code": 403,
+        "message": 'trainjobs.trainer.kubeflow.org is forbidden: User "system:serviceaccount:team-a:'
+        'default-editor" cannot create resource "trainjobs" in API group "trainer.kubeflow.org" in the '
+        'namespace "team-a"',
+    }
+    trainer[f"post /apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/{PLURAL}"] << 403 << answer
+    task, _ = start_launch(tmp_path, cluster.url)
+    with pytest.raises(ConfigError) as raised:
+        await asyncio.wait_for(task, 30)
+    assert str(raised.value) == (
+        f"creating TrainJob {NAMESPACE}/{trainjob_name(RUN_KEY_VALUE, 2)}: HTTP 403: {answer['message']} "
+        "(the launcher's service account needs the Role in docs/multinode.md)"
+    )

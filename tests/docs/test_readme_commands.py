@@ -48,7 +48,8 @@ from benchgate.results.comparison import TIMING
 FIRST_RUN = "benchgate run --workload my_bench:make_workload --workload-arg hidden=512"
 BASE_RUN = FIRST_RUN + " --base origin/main"
 # The documents this change wrote; their relative links must resolve (files and #anchors).
-LINKED_DOCS = [README, CI_DOC, *(REPO / "docs" / f"{n}.md" for n in ("kfp", "kubernetes", "design"))]
+CLUSTER_DOCS = ("kfp", "kubernetes", "design", "multinode")
+LINKED_DOCS = [README, CI_DOC, *(REPO / "docs" / f"{n}.md" for n in CLUSTER_DOCS)]
 
 
 def _timing_rows(workspace: Path) -> list[dict[str, Any]]:

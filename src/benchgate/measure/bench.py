@@ -184,7 +184,9 @@ def run_worker(
     bench = config.bench
     device = resolve_device(bench.device, local_rank)
     precision = resolve_precision(bench.precision, device)
-    threads = resolve_threads(bench.threads_per_rank, device.type, world_size)
+    # The cores are shared by this node's ranks only: across nodes, torchrun's LOCAL_WORLD_SIZE is fewer.
+    local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", str(world_size)))
+    threads = resolve_threads(bench.threads_per_rank, device.type, local_world_size)
     torch.set_num_threads(threads)
     if device.type == "cuda":
         torch.cuda.set_device(device)

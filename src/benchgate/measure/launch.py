@@ -14,8 +14,10 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from benchgate.config import RunConfig
@@ -83,6 +85,38 @@ def metrics_path(out_dir: Path, world_size: int) -> Path:
     return out_dir / f"metrics-ws{world_size}.json"
 
 
+@dataclass(frozen=True)
+class NodeLayout:
+    """This node's place in a world that spans nodes: torchrun starts `procs_per_node` ranks here, and
+    rank 0 runs on node 0 at `master_addr` (measure/node.py reads it from Kubeflow Trainer's PET_* env)."""
+
+    nodes: int
+    procs_per_node: int
+    node_rank: int
+    master_addr: str
+    master_port: int
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.procs_per_node
+
+    @property
+    def ranks(self) -> range:
+        """The global ranks torchrun starts on this node."""
+        first = self.node_rank * self.procs_per_node
+        return range(first, first + self.procs_per_node)
+
+    def torchrun_args(self) -> list[str]:
+        # Static rendezvous at rank 0's node: every node knows its rank, nothing is elected.
+        return [
+            f"--nnodes={self.nodes}",
+            f"--nproc-per-node={self.procs_per_node}",
+            f"--node-rank={self.node_rank}",
+            f"--master-addr={self.master_addr}",
+            f"--master-port={self.master_port}",
+        ]
+
+
 def run_bench(
     config: RunConfig,
     world_size: int,
@@ -93,6 +127,7 @@ def run_bench(
     source_paths: Sequence[Path] = (),
     turns: tuple[str, str] | None = None,
     pin_cores: bool = True,
+    node: NodeLayout | None = None,
 ) -> Path:
     """Run the benchmark at `world_size` under torchrun; returns the metrics file rank 0 wrote.
 
@@ -100,9 +135,20 @@ def run_bench(
     `source_paths` put the code under test first on the workers' import path (after benchgate itself);
     `turns` = (coordinator address, side) makes the workers take turns with another group (A/B), with
     rank r of both groups on the same cores unless `pin_cores` is off.
+    `node`: this torchrun starts only this node's ranks of a world that spans nodes, and prints what
+    they print as it goes (a pod's log is where its output is read). Rank 0 runs on node 0, so the
+    metrics file exists only there; on the other nodes the returned path names a file never written.
     """
     gpus = visible_gpus() if gpus is None else gpus
-    check_world_size(world_size, config.bench.device, gpus)
+    local_ranks = world_size
+    if node is not None:
+        if node.world_size != world_size:
+            raise ConfigError(
+                f"world size: got {world_size}, but {node.nodes} nodes x {node.procs_per_node} processes "
+                f"per node make {node.world_size}"
+            )
+        local_ranks = node.procs_per_node
+    check_world_size(local_ranks, config.bench.device, gpus)
     out_dir.mkdir(parents=True, exist_ok=True)
     config_path = write_json(out_dir / "config.json", config.model_dump(mode="json"))
     errors_dir = out_dir / "errors" / f"ws{world_size}"
@@ -113,13 +159,13 @@ def run_bench(
     out = metrics_path(out_dir, world_size)
     out.unlink(missing_ok=True)
     device_type = "cuda" if uses_cuda(config.bench.device, gpus) else "cpu"
-    threads = resolve_threads(config.bench.threads_per_rank, device_type, world_size)
+    threads = resolve_threads(config.bench.threads_per_rank, device_type, local_ranks)
+    world = node.torchrun_args() if node else ["--standalone", f"--nproc-per-node={world_size}"]
     # torchrun is tied to this process (kit/lifeline.py): if this task is killed, torchrun stops its ranks.
     cmd = lifeline.command(
         os.getpid(),
         "torch.distributed.run",
-        "--standalone",
-        f"--nproc-per-node={world_size}",
+        *world,
         "--max-restarts=0",
         "-m",
         "benchgate.measure.bench",
@@ -149,6 +195,9 @@ def run_bench(
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
+                if node is not None:  # a pod's log is where a node's output is read
+                    sys.stdout.write(line)
+                    sys.stdout.flush()
                 if line.startswith(PROGRESS_PREFIX):
                     done, total = line.split()[1:3]
                     if on_progress:
@@ -167,8 +216,9 @@ def run_bench(
             f"log: {log_path}"
         )
     if returncode != 0:
-        raise _failure(world_size, errors_dir, log_path, config.bench.timeout_s)
-    if not out.exists():
+        ranks = node.ranks if node else range(world_size)
+        raise _failure(world_size, errors_dir, log_path, config.bench.timeout_s, ranks)
+    if not out.exists() and (node is None or 0 in node.ranks):
         raise RunFailedError(
             f"bench ws={world_size}: torchrun exited 0 but wrote no {out.name}; log: {log_path}"
         )
@@ -196,7 +246,10 @@ def killed_ranks(log_text: str) -> dict[int, tuple[signal.Signals, int]]:
     return killed
 
 
-def _failure(world_size: int, errors_dir: Path, log_path: Path, timeout_s: float) -> Exception:
+def _failure(
+    world_size: int, errors_dir: Path, log_path: Path, timeout_s: float, ranks: range
+) -> Exception:
+    """The cause of a failed torchrun that started `ranks` (all of them, or one node's)."""
     log_text = log_path.read_text(encoding="utf-8", errors="replace")
     killed = killed_ranks(log_text)
     if killed:
@@ -221,12 +274,12 @@ def _failure(world_size: int, errors_dir: Path, log_path: Path, timeout_s: float
         )
     reports.sort(key=lambda r: r["time"])
     first = reports[0]
-    silent = sorted(set(range(world_size)) - {r["rank"] for r in reports})
+    silent = sorted(set(ranks) - {r["rank"] for r in reports})
     message = f"bench ws={world_size}: rank {first['rank']} failed: {first['type']}: {first['message']}"
     if silent:
-        ranks = ", ".join(str(r) for r in silent)
+        named = ", ".join(str(r) for r in silent)
         message += (
-            f"\n  rank(s) {ranks} reported no error: probably hung (collective timeout "
+            f"\n  rank(s) {named} reported no error: probably hung (collective timeout "
             f"bench.timeout_s={timeout_s:g} s)"
         )
     message += f"\n  log: {log_path}"

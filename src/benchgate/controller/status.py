@@ -181,8 +181,8 @@ class Condition(StatusModel):
 
     type: str = Field(
         ...,
-        description="BenchmarkRun: Succeeded, Ready, Submitted, KfpReachable, Finished, VerdictRead, "
-        "SpecApplied. BenchmarkSchedule: Valid, Scheduled. One condition per type.",
+        description="BenchmarkRun: Succeeded, Ready, Admitted, Submitted, KfpReachable, Finished, "
+        "VerdictRead, SpecApplied. BenchmarkSchedule: Valid, Scheduled. One condition per type.",
     )
     status: Literal["True", "False", "Unknown"] = Field(..., description="True, False or Unknown.")
     reason: str | None = Field(None, description="Why, in one CamelCase word (e.g. Queued, GatePassed).")
@@ -250,7 +250,8 @@ class BenchmarkRunStatus(StatusModel):
     conditions: list[Condition] | None = Field(
         None,
         description="Succeeded (True, False or Unknown while it runs) and Ready, from the phase; "
-        "Submitted, KfpReachable, Finished, VerdictRead, SpecApplied; with reasons.",
+        "Admitted (the admin policy), Submitted, KfpReachable, Finished, VerdictRead, SpecApplied; "
+        "with reasons.",
         json_schema_extra=CONDITIONS_LIST_MAP,
     )
     observed_generation: int | None = Field(

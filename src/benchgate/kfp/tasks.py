@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchgate.errors import EXIT_REGRESSION, EXIT_UNKNOWN, ConfigError
-from benchgate.kfp.params import task_stores
+from benchgate.kfp.params import SHM_SIZE_LIMIT, task_stores
 from benchgate.kfp.pod_stores import (
     SCREENED_BASELINE,
     hand_over_baseline,
@@ -38,6 +38,7 @@ from benchgate.kfp.task_harness import (
 from benchgate.kit.files import read_json, write_json
 
 if TYPE_CHECKING:
+    from benchgate.kfp.trainjob_client import TrainJobs
     from benchgate.results.comparison import Comparison
 
 # Set by `benchgate run` to its --out directory: the gate task then reports the verdict and succeeds,
@@ -66,14 +67,19 @@ def env_task(
     kfp_run_id: str,
     kfp_run_name: str,
     setup_dir: str,
+    *,
+    multi_node: bool = False,
+    gpus_per_node: int = 0,
 ) -> None:
     """Validate the run's parameters into config.json and capture env.json (with the code under test).
 
     Everything that can fail fast fails here, before any GPU is busy for minutes: the parameters, the
     commits, each world size against this machine's devices, and the workload's contract (its import,
-    factory and members, and one real training step: `measure/stage.stage_check_workload`).
+    factory and members, and one real training step: `measure/stage.stage_check_workload`). With
+    `multi_node` the largest world size runs across nodes of `gpus_per_node` GPUs, one of which this
+    pod holds: that node size is what is checked against this machine.
     """
-    from benchgate.kfp.params import config_from_parameters
+    from benchgate.kfp.params import check_across_nodes, config_from_parameters
     from benchgate.measure.launch import check_world_size
     from benchgate.measure.source import use_source, validate_branch, validate_commit, validate_repository
     from benchgate.measure.stage import stage_check_workload, stage_env
@@ -108,7 +114,12 @@ def env_task(
         write_json(out / "env.json", env)
         write_json(out / "config.json", config.model_dump(mode="json"))
         write_json(out / RUN_FILE, run_record(kfp_run_id, kfp_run_name))
-        for ws in config.bench.world_sizes or []:
+        world_sizes = list(config.bench.world_sizes or [])
+        if multi_node:
+            check_across_nodes(max(world_sizes), gpus_per_node)
+            # The ws=N bench's ranks are on other nodes, gpus_per_node to each, like this one.
+            world_sizes = [ws if ws < max(world_sizes) else gpus_per_node for ws in world_sizes]
+        for ws in world_sizes:
             check_world_size(ws, config.bench.device, env["gpu"]["count"])
         checked = stage_check_workload(config)
         print(
@@ -136,6 +147,60 @@ def bench_task(
         with stage(f"bench ws={world_size}", config.bench.steps) as reporter:
             metrics_path = run_bench(
                 config, world_size, out, reporter.stage_progress, gpus=env["gpu"]["count"]
+            )
+        log_bench_figures(read_json(metrics_path), figures)
+
+
+def bench_multinode_task(
+    setup_dir: str,
+    world_size: int,
+    gpus_per_node: int,
+    runtime: str,
+    image: str,
+    accelerator_type: str,
+    node_selector: dict[str, str],
+    tolerations: list[dict[str, Any]],
+    cpu_request: str,
+    memory_request: str,
+    results_dir: str,
+    figures: MetricsSink,
+    jobs: TrainJobs | None = None,
+    poll_s: float = 10.0,
+) -> None:
+    """Run the benchmark at `world_size` across nodes, as a Kubeflow Trainer TrainJob this CPU-only task
+    creates, waits for and deletes (kfp/trainjob.py): `results_dir` gets rank 0's metrics-ws<N>.json
+    and node 0's log, as `bench_task` leaves them, so compare reads either alike. Each node's pod asks
+    for `gpus_per_node` x `accelerator_type` and the requests, on the nodes `node_selector` and
+    `tolerations` choose. `jobs`: the TrainJobs of this pod's namespace unless given (tests)."""
+    from benchgate.kfp.trainjob import Nodes, launch
+    from benchgate.kfp.trainjob_client import TrainJobs as ClusterTrainJobs
+    from benchgate.kfp.trainjob_client import current_namespace
+    from benchgate.results.bundle import RUN_FILE
+
+    with reporting_errors(f"bench ws={world_size}", results_dir):
+        config, env, out = start_task(setup_dir, results_dir)
+        run_key = str(read_json(Path(setup_dir) / RUN_FILE)["run_key"])
+        nodes = Nodes(
+            image=image,
+            gpus_per_node=gpus_per_node,
+            runtime=runtime,
+            accelerator=accelerator_type,
+            cpu=cpu_request,
+            memory=memory_request,
+            shm=SHM_SIZE_LIMIT,
+            node_selector=dict(node_selector),
+            tolerations=list(tolerations),
+        )
+        with stage(f"bench ws={world_size} (TrainJob)"):
+            metrics_path = launch(
+                config,
+                env.get("source") or {},
+                world_size,
+                out,
+                nodes,
+                run_key,
+                jobs or ClusterTrainJobs(current_namespace()),
+                poll_s=poll_s,
             )
         log_bench_figures(read_json(metrics_path), figures)
 
@@ -214,6 +279,8 @@ def compare_task(
     results_dir: str,
     verdict_markdown: str,
     figures: MetricsSink,
+    *,
+    multi_node: bool = False,
 ) -> tuple[str, str, str]:
     """Assemble the run's bundle and screen it against the baseline.
 
@@ -222,7 +289,9 @@ def compare_task(
     size's timing and the base code can be checked out (`base_commit`, else the baseline's commit), an
     A/B task decides it; otherwise the verdict is final and this task publishes it (report, baseline
     policy, MLflow), so the common path imports MLflow in one process only. `baseline_pvc`: the volume
-    mounted for the stores, or "" for pod-local ones (see `params.task_stores`).
+    mounted for the stores, or "" for pod-local ones (see `params.task_stores`). With `multi_node` the
+    largest world size ran across nodes: A/B runs both sides on one node, so it does not decide that
+    one, whose screened verdict stands (the task's log says so).
     """
     from benchgate.ab.stage import ab_base_commit, worlds_for_ab
     from benchgate.checks.stage import stage_compare
@@ -241,6 +310,15 @@ def compare_task(
         base_commit = ab_base_commit(env, baseline)
         explicit = bool((env.get("base") or {}).get("commit"))
         worlds = worlds_for_ab(comparison, baseline, bool(base_commit), explicit)
+        if multi_node and worlds:
+            across = max(config.bench.world_sizes or [1])
+            if across in worlds:
+                print(
+                    f"benchgate compare: ws={across} ran across nodes; A/B runs on one node, so it does not "
+                    f"decide ws={across}: its screened verdict stands",
+                    flush=True,
+                )
+            worlds = [ws for ws in worlds if ws != across]
         publish_verdict(out, verdict_markdown, figures)
         if worlds and baseline is not None and config.gate.baseline_dir != configured.gate.baseline_dir:
             hand_over_baseline(baseline.path, out)  # the A/B task's pod starts with an empty store

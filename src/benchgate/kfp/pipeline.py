@@ -26,6 +26,13 @@ Why this shape:
   the fallback while MLflow is unreachable (ReadWriteMany, or one node at a time with ReadWriteOnce).
   The choice is a `dsl.If` on the parameter around the compare -> (A/B) -> gate tail.
 - Nothing is cached: a cached bench would report an old commit's timings.
+- A world size across nodes (`multi_node`, docs/multinode.md): the ws=N bench is then a CPU-only
+  launcher task, `bench ws=N (TrainJob)`, which runs it as a Kubeflow Trainer TrainJob of
+  world_size_n / gpus_per_node nodes and writes the same metrics-ws<N>.json. The condition is a
+  `dsl.If` on the parameter around the whole run, the single-node branch first: the env task's GPU count
+  differs (one node's, gpus_per_node), and kfp.local (2.17) cannot merge the artifacts of exclusive
+  branches (`dsl.OneOf` of artifacts), so each branch holds its own downstream tasks. A/B stays on one
+  node: across nodes it decides ws=1 only.
 
 Platform settings come from parameters (kfp-kubernetes): the accelerator resource and count, the GPU
 pool's node selector and tolerations, the GPU pods' CPU and memory requests, the MLflow credentials

@@ -42,9 +42,9 @@ def capture_env(
     base_commit: str,
     kfp_run_id: str,
     kfp_run_name: str,
-    multi_node: bool,
-    gpus_per_node: int,
     setup: Output[Artifact],
+    multi_node: bool = False,
+    gpus_per_node: int = 8,
 ) -> None:
     """Validate the run's parameters into config.json and capture env.json and the machine profile.
     workload_args: a JSON object (a string, so that its integers stay integers). multi_node: ws=N runs
@@ -152,10 +152,10 @@ def compare(
     evaluation: Input[Artifact],
     trace: Input[Artifact],
     baseline_pvc: str,
-    multi_node: bool,
     results: Output[Artifact],
     verdict: Output[Markdown],
     figures: Output[Metrics],
+    multi_node: bool = False,
 ) -> NamedTuple("CompareOutputs", [("verdict", str), ("ab_world_sizes", str), ("base_commit", str)]):  # type: ignore[valid-type]
     """Screen the run against its profile's baseline (from MLflow): PASS / WARN / UNKNOWN / FAIL per
     check; publish a final verdict (report, baseline, MLflow), or hand undecided timing to A/B.

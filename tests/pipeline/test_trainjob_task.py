@@ -4,7 +4,8 @@ test_trainjob.py: from the env task's setup directory to the results directory c
 
 What it must leave is what the single-node bench task leaves: `metrics-ws<N>.json` (rank 0's bytes) and
 `logs/bench-ws<N>.log` in its results, and the bench's figures in the KFP UI, so that compare gathers the
-ws=N result into the run's bundle without knowing which branch of the pipeline ran.
+ws=N result into the run's bundle without knowing which branch of the pipeline ran. And the env task
+of that branch, whose pod holds one node's GPUs: it checks that share, not the whole world size.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ from test_trainjob import (  # trainer: a fixture
 )
 
 from benchgate.config import RunConfig
-from benchgate.kfp.params import SHM_SIZE_LIMIT
-from benchgate.kfp.tasks import _copy_results, bench_multinode_task
+from benchgate.kfp.params import SHM_SIZE_LIMIT, parameters_from_config
+from benchgate.kfp.tasks import _copy_results, bench_multinode_task, env_task
 from benchgate.kfp.trainjob import trainjob_name
 from benchgate.kfp.trainjob_client import TrainJobs
 from benchgate.kit.files import read_json, write_json
+from benchgate.measure.env import usable_cpu_cores
 from benchgate.results.bundle import RUN_FILE, load_bundle
 from benchgate.results.figures import bench_figures
 
@@ -183,3 +185,50 @@ async def test_a_failed_trainjob_fails_the_task_with_its_reason_in_error_json(
     assert "failed: DeadlineExceeded: TrainJob exceeded its deadline" in report["message"]
     assert not (results / "metrics-ws2.json").exists()
     assert cluster.trainjobs() == []
+
+
+def env_config(tmp_path: Path) -> RunConfig:
+    return RunConfig.model_validate(
+        {
+            "bench": {"device": "cpu", "workload_args": {"size": "tiny"}},
+            "eval": {"enabled": False},
+            "gate": {"baseline_dir": str(tmp_path / "baselines")},
+            "tracking": {
+                "enabled": False,
+                "local_dir": str(tmp_path / "m"),
+                "spool_dir": str(tmp_path / "s"),
+            },
+        }
+    )
+
+
+def test_the_env_task_across_nodes_checks_one_nodes_share_against_this_machine(tmp_path: Path) -> None:
+    """Its pod holds one node's GPUs (gpus_per_node), not world_size_n: that share is what must fit."""
+    node = usable_cpu_cores()
+    setup = tmp_path / "capture-env" / "setup"
+    parameters = parameters_from_config(env_config(tmp_path), [1, 2 * node])
+    # On one node, twice this machine's devices is refused: the env task's usual check.
+    with pytest.raises(SystemExit):
+        env_task(parameters, "", "", "", "", "{{id}}", "{{name}}", str(setup))
+    assert (
+        f"bench.world_sizes: got {2 * node}, but this machine has only {node}"
+        in read_json(setup.parent / "error.json")["message"]
+    )
+    (setup.parent / "error.json").unlink()
+    env_task(
+        parameters, "", "", "", "", "{{id}}", "{{name}}", str(setup), multi_node=True, gpus_per_node=node
+    )
+    assert not (setup.parent / "error.json").exists()
+    assert read_json(setup / "config.json")["bench"]["world_sizes"] == [1, 2 * node]
+
+
+def test_the_env_task_refuses_multi_node_for_a_world_size_that_fits_one_node(tmp_path: Path) -> None:
+    setup = tmp_path / "capture-env" / "setup"
+    parameters = parameters_from_config(env_config(tmp_path), [1, 4])
+    with pytest.raises(SystemExit) as exited:
+        env_task(
+            parameters, "", "", "", "", "{{id}}", "{{name}}", str(setup), multi_node=True, gpus_per_node=8
+        )
+    assert exited.value.code == 2
+    report = read_json(setup.parent / "error.json")
+    assert report["message"].startswith("multi_node: got true with world_size_n 4 (a run across nodes needs")

@@ -29,7 +29,7 @@ from test_trainjob import (  # trainer: a fixture
 
 from benchgate.config import RunConfig
 from benchgate.kfp.params import SHM_SIZE_LIMIT, parameters_from_config
-from benchgate.kfp.tasks import _copy_results, bench_multinode_task, env_task
+from benchgate.kfp.tasks import _copy_results, ab_on_one_node, bench_multinode_task, env_task
 from benchgate.kfp.trainjob import trainjob_name
 from benchgate.kfp.trainjob_client import TrainJobs
 from benchgate.kit.files import read_json, write_json
@@ -232,3 +232,25 @@ def test_the_env_task_refuses_multi_node_for_a_world_size_that_fits_one_node(tmp
     assert exited.value.code == 2
     report = read_json(setup.parent / "error.json")
     assert report["message"].startswith("multi_node: got true with world_size_n 4 (a run across nodes needs")
+
+
+@pytest.mark.parametrize(
+    ("worlds", "multi_node", "expected"),
+    [
+        ([1, 16], False, [1, 16]),  # one node: A/B decides both
+        ([1, 16], True, [1]),  # ws=16 ran across nodes: only ws=1 goes to A/B
+        ([16], True, []),  # nothing left: the screen's verdict is final, and compare publishes it
+        ([1], True, [1]),  # ws=16 passed the screen: nothing to say
+    ],
+)
+def test_ab_is_never_asked_to_decide_the_world_size_that_ran_across_nodes(
+    worlds: list[int], multi_node: bool, expected: list[int]
+) -> None:
+    decided, note = ab_on_one_node(worlds, [1, 16], multi_node)
+    assert decided == expected
+    assert (note != "") == (16 in worlds and multi_node)
+    if note:
+        assert note == (
+            "ws=16 ran across nodes; A/B runs on one node, so it does not decide ws=16: its screened verdict "
+            "stands"
+        )

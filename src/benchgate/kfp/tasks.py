@@ -310,15 +310,9 @@ def compare_task(
         base_commit = ab_base_commit(env, baseline)
         explicit = bool((env.get("base") or {}).get("commit"))
         worlds = worlds_for_ab(comparison, baseline, bool(base_commit), explicit)
-        if multi_node and worlds:
-            across = max(config.bench.world_sizes or [1])
-            if across in worlds:
-                print(
-                    f"benchgate compare: ws={across} ran across nodes; A/B runs on one node, so it does not "
-                    f"decide ws={across}: its screened verdict stands",
-                    flush=True,
-                )
-            worlds = [ws for ws in worlds if ws != across]
+        worlds, note = ab_on_one_node(worlds, config.bench.world_sizes or [], multi_node)
+        if note:
+            print(f"benchgate compare: {note}", flush=True)
         publish_verdict(out, verdict_markdown, figures)
         if worlds and baseline is not None and config.gate.baseline_dir != configured.gate.baseline_dir:
             hand_over_baseline(baseline.path, out)  # the A/B task's pod starts with an empty store
@@ -326,6 +320,20 @@ def compare_task(
             with stage("publish"):
                 publish_and_keep(configured, config, out)
         return comparison.verdict, ",".join(str(ws) for ws in worlds), base_commit
+
+
+def ab_on_one_node(worlds: list[int], world_sizes: list[int], multi_node: bool) -> tuple[list[int], str]:
+    """The world sizes A/B may decide, and why one it may not was left out ("" when none was): A/B runs
+    base and candidate in one pod, so a world size that ran across nodes (the largest, with
+    `multi_node`) keeps its screened verdict."""
+    across = max(world_sizes) if multi_node and world_sizes else None
+    if across is None or across not in worlds:
+        return worlds, ""
+    note = (
+        f"ws={across} ran across nodes; A/B runs on one node, so it does not decide ws={across}: its "
+        "screened verdict stands"
+    )
+    return [ws for ws in worlds if ws != across], note
 
 
 def ab_task(

@@ -185,3 +185,47 @@ async def test_only_a_run_the_schedule_made_promotes_not_one_that_names_it_as_ow
     status = await cluster.phase("forged", "Running")
     assert condition(status, "Admitted")["reason"] == "PromotionDisabled"
     assert parameters_of(cluster, "forged")["update_baseline"] == "never"
+
+
+ACROSS_NODES = {"worldSize": 16, "multiNode": {"gpusPerNode": 8}}
+
+
+@pytest.mark.parametrize("cluster", [{"policy": Policy(max_gpus_per_node=8, multi_node=True)}], indirect=True)
+async def test_a_world_size_beyond_a_node_goes_multi_node_where_the_policy_allows_it(
+    cluster: Cluster,
+) -> None:
+    await cluster.create(run_manifest("across", **ACROSS_NODES))
+    await cluster.create(run_manifest("fits", worldSize=8, multiNode={"gpusPerNode": 8}))
+    await cluster.create(run_manifest("fat-nodes", worldSize=32, multiNode={"gpusPerNode": 16}))
+    status = await cluster.phase("across", "Running")
+    assert condition(status, "Admitted")["reason"] == "PolicyAllowed"
+    parameters = parameters_of(cluster, "across")
+    assert (parameters["world_size_n"], parameters["multi_node"], parameters["gpus_per_node"]) == (
+        16,
+        True,
+        8,
+    )
+    assert parameters["trainer_runtime"] == "torch-distributed"
+    # A world size that fits one node stays there, multiNode or not.
+    await cluster.phase("fits", "Running")
+    fits = parameters_of(cluster, "fits")
+    assert (fits["world_size_n"], fits["multi_node"], fits["gpus_per_node"]) == (8, False, 8)
+    # Each node's share is still bounded by the node size.
+    status = await cluster.phase("fat-nodes", "Failed")
+    admitted = condition(status, "Admitted")
+    assert (admitted["status"], admitted["reason"]) == ("False", "WorldSizeExceedsNode")
+    assert admitted["message"].startswith("spec.multiNode.gpusPerNode: got 16"), admitted["message"]
+    assert len(cluster.kfp.created_runs) == 2
+
+
+@pytest.mark.parametrize("cluster", [{"policy": Policy(max_gpus_per_node=8)}], indirect=True)
+async def test_a_multi_node_run_is_refused_where_the_policy_does_not_allow_multi_node(
+    cluster: Cluster,
+) -> None:
+    await cluster.create(run_manifest("across", **ACROSS_NODES))
+    status = await cluster.phase("across", "Failed")
+    admitted = condition(status, "Admitted")
+    assert (admitted["status"], admitted["reason"]) == ("False", "WorldSizeExceedsNode")
+    assert admitted["message"].startswith("spec.worldSize: got 16 (a world size must fit on one node")
+    assert "the policy's multiNode: true, which is false" in admitted["message"], admitted["message"]
+    assert cluster.kfp.created_runs == []

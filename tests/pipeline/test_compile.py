@@ -3,6 +3,7 @@ and the GPU task's platform spec."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import subprocess
@@ -137,7 +138,7 @@ def test_the_ws_n_tasks_carry_gpu_limit_selector_and_tolerations_from_parameters
     pipeline: tuple[dict[str, Any], dict[str, Any]], display_name: str
 ) -> None:
     spec, platform = pipeline
-    found = _tasks_by_display_name(spec, display_name)
+    found = _in_branch(spec, _tasks_by_display_name(spec, display_name), ONE_NODE)
     assert found
     for _, task in found:  # A/B: one in each branch of baseline_pvc
         executor = _executor(spec, task)
@@ -158,9 +159,11 @@ def test_the_ws_n_tasks_carry_gpu_limit_selector_and_tolerations_from_parameters
 def test_the_ws_1_tasks_ask_for_one_gpu(pipeline: tuple[dict[str, Any], dict[str, Any]]) -> None:
     spec, _ = pipeline
     for name in ("bench ws=1", "eval", "trace"):
-        task, _ = _task_by_display_name(spec, name)
-        resources = spec["deploymentSpec"]["executors"][_executor(spec, task)]["container"]["resources"]
-        assert resources["accelerator"]["resourceCount"] == "1", name
+        found = _tasks_by_display_name(spec, name)
+        assert len(found) == 2, name  # one node, and across nodes
+        for _, task in found:
+            resources = spec["deploymentSpec"]["executors"][_executor(spec, task)]["container"]["resources"]
+            assert resources["accelerator"]["resourceCount"] == "1", name
 
 
 def test_every_placeholder_a_dag_uses_is_one_of_its_inputs(
@@ -202,8 +205,8 @@ def _tasks_by_display_name(spec: dict[str, Any], name: str) -> list[tuple[str, d
     ]
 
 
-def _outer_condition(spec: dict[str, Any], dag_name: str) -> str:
-    """The display name of the outermost condition around a DAG ("" for the root DAG)."""
+def _conditions(spec: dict[str, Any], dag_name: str) -> list[str]:
+    """The display names of the conditions around a DAG, outermost first ([] for the root DAG)."""
     dags = {"root": spec["root"], **{k: c for k, c in spec["components"].items() if "dag" in c}}
     parents = {
         task["componentRef"]["name"]: (name, task)
@@ -211,12 +214,28 @@ def _outer_condition(spec: dict[str, Any], dag_name: str) -> str:
         for task in component["dag"]["tasks"].values()
         if "componentRef" in task
     }
-    outer = ""
+    names: list[str] = []
     while dag_name in parents:
         dag_name, task = parents[dag_name]
         if task.get("triggerPolicy", {}).get("condition"):
-            outer = task["taskInfo"]["name"]
-    return outer
+            names.insert(0, task["taskInfo"]["name"])
+    return names
+
+
+ONE_NODE, ACROSS_NODES = "one node", "across nodes: TrainJob"
+VOLUME_BRANCHES = {"no volume: pod-local stores", "baseline volume"}
+
+
+def _in_branch(
+    spec: dict[str, Any], found: list[tuple[str, dict[str, Any]]], branch: str
+) -> list[tuple[str, dict[str, Any]]]:
+    """The tasks of `found` inside the multi_node branch `branch` (ONE_NODE or ACROSS_NODES)."""
+    return [(dag, task) for dag, task in found if _conditions(spec, dag)[:1] == [branch]]
+
+
+def _volume_branch(spec: dict[str, Any], dag_name: str) -> str:
+    """The baseline_pvc branch a DAG sits in ("" outside both)."""
+    return next((name for name in _conditions(spec, dag_name) if name in VOLUME_BRANCHES), "")
 
 
 def test_the_baseline_volume_is_optional_and_off_by_default(
@@ -245,11 +264,11 @@ def test_only_the_volume_branch_mounts_the_pvc_on_compare_and_ab(
     spec, platform = pipeline
     executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     mounted = {label for label, k8s in executors.items() if "pvcMount" in k8s}
-    for name in ("compare", "A/B", "gate", "gate (A/B)"):
-        found = _tasks_by_display_name(spec, name)
-        by_branch = {_outer_condition(spec, dag): task for dag, task in found}
+    for name, nodes in itertools.product(("compare", "A/B", "gate", "gate (A/B)"), (ONE_NODE, ACROSS_NODES)):
+        found = _in_branch(spec, _tasks_by_display_name(spec, name), nodes)
+        by_branch = {_volume_branch(spec, dag): task for dag, task in found}
         assert len(found) == 2, name
-        assert set(by_branch) == {"no volume: pod-local stores", "baseline volume"}, name
+        assert set(by_branch) == VOLUME_BRANCHES, name
         for branch, task in by_branch.items():
             executor = _executor(spec, task)
             wants_mount = branch == "baseline volume" and name in ("compare", "A/B")
@@ -264,7 +283,7 @@ def test_only_the_volume_branch_mounts_the_pvc_on_compare_and_ab(
                     "componentInputParameter": "pipelinechannel--baseline_pvc"
                 }, (name, branch)
     # No other task mounts anything.
-    assert len(mounted) == 2
+    assert len(mounted) == 4
 
 
 def test_the_env_task_gets_the_kfp_run_id_as_the_mlflow_run_key(
@@ -316,7 +335,8 @@ def test_every_gpu_task_requests_cpu_and_memory_from_the_parameters_and_mounts_a
     and a memory-backed /dev/shm for NCCL and DataLoader workers, not the runtime's 64 MiB."""
     spec, platform = pipeline
     found = _tasks_by_display_name(spec, display_name)
-    assert len(found) == (2 if display_name == "A/B" else 1)
+    # Each task in both multi_node branches (ws=N's only on one node), A/B in both volume branches too.
+    assert len(found) == {"A/B": 4, "bench ws=N": 1}.get(display_name, 2)
     for dag_name, task in found:
         executor = _executor(spec, task)
         resources = spec["deploymentSpec"]["executors"][executor]["container"]["resources"]
@@ -348,7 +368,7 @@ def test_the_cpu_tasks_request_a_little_and_mount_no_shm(
 ) -> None:
     spec, platform = pipeline
     found = _tasks_by_display_name(spec, display_name)
-    assert len(found) == 2  # one in each branch of baseline_pvc
+    assert len(found) == 4  # one in each branch of baseline_pvc, in each branch of multi_node
     for _, task in found:
         executor = _executor(spec, task)
         resources = spec["deploymentSpec"]["executors"][executor]["container"]["resources"]
@@ -381,3 +401,93 @@ def test_the_bisect_task_requests_cpu_and_memory_and_mounts_a_memory_shm() -> No
         assert _root_parameter(spec, "root", task, channel) == parameter
     (shm,) = _shm_mounts(platform, executor)
     assert shm["medium"] == "Memory"
+
+
+def _accelerator_count(spec: dict[str, Any], task: dict[str, Any]) -> list[str] | str:
+    """The task's GPU count: the pipeline parameter(s) it is wired to, or the constant."""
+    resources = spec["deploymentSpec"]["executors"][_executor(spec, task)]["container"]["resources"]
+    count = resources["accelerator"]["resourceCount"]
+    return PLACEHOLDER.findall(count) or str(count)
+
+
+def test_the_run_branches_on_multi_node_and_runs_on_one_node_by_default(
+    pipeline: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    spec, _ = pipeline
+    parameters = spec["root"]["inputDefinitions"]["parameters"]
+    assert parameters["multi_node"]["defaultValue"] is False
+    assert parameters["gpus_per_node"]["defaultValue"] == 8
+    assert parameters["trainer_runtime"]["defaultValue"] == "torch-distributed"
+    # The root holds the If/Else alone: every task of the run sits in one of its two branches.
+    ((_, outer),) = spec["root"]["dag"]["tasks"].items()
+    branches = {
+        task["taskInfo"]["name"]: task["triggerPolicy"]["condition"]
+        for task in spec["components"][outer["componentRef"]["name"]]["dag"]["tasks"].values()
+    }
+    assert branches == {
+        ONE_NODE: "inputs.parameter_values['pipelinechannel--multi_node'] == false",
+        ACROSS_NODES: "!(inputs.parameter_values['pipelinechannel--multi_node'] == false)",
+    }
+    # The single-node bench only in the first, the TrainJob's launcher only in the second.
+    (single,) = _tasks_by_display_name(spec, "bench ws=N")
+    (launcher,) = _tasks_by_display_name(spec, "bench ws=N (TrainJob)")
+    assert _conditions(spec, single[0]) == [ONE_NODE]
+    assert _conditions(spec, launcher[0]) == [ACROSS_NODES]
+
+
+def test_the_trainjob_launcher_is_a_light_cpu_pod_that_passes_the_nodes_settings_on(
+    pipeline: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    spec, platform = pipeline
+    ((dag_name, task),) = _tasks_by_display_name(spec, "bench ws=N (TrainJob)")
+    executor = _executor(spec, task)
+    container = spec["deploymentSpec"]["executors"][executor]["container"]
+    resources = container["resources"]
+    assert "accelerator" not in resources  # the GPUs are the TrainJob's pods', not the launcher's
+    assert (resources["resourceCpuRequest"], resources["resourceMemoryRequest"]) == ("500m", "1Gi")
+    assert _shm_mounts(platform, executor) == []
+    k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"][executor]
+    assert "nodeSelector" not in k8s and "tolerations" not in k8s  # it runs anywhere
+    assert "bench_multinode_task" in " ".join(container["command"] + container.get("args", []))
+    inputs = task["inputs"]["parameters"]
+    for name, parameter in {
+        "world_size": "world_size_n",
+        "gpus_per_node": "gpus_per_node",
+        "trainer_runtime": "trainer_runtime",
+        "accelerator_type": "accelerator_type",
+        "gpu_node_selector": "gpu_node_selector",
+        "gpu_tolerations": "gpu_tolerations",
+        "gpu_cpu_request": "gpu_cpu_request",
+        "gpu_memory_request": "gpu_memory_request",
+    }.items():
+        channel = inputs[name]["componentInputParameter"]
+        assert _root_parameter(spec, dag_name, task, name) == parameter, (name, channel)
+    # The nodes run the image the pipeline was compiled with, as every task does.
+    assert inputs["image"]["runtimeValue"]["constant"].endswith(f"/bench:{__version__}")
+    # After the ws=1 bench, as the single-node ws=N bench: nothing else is timed on the GPU pool meanwhile.
+    siblings = spec["components"][dag_name]["dag"]["tasks"]
+    assert {siblings[t]["taskInfo"]["name"] for t in task["dependentTasks"]} == {"env", "bench ws=1"}
+
+
+def test_across_nodes_every_gpu_pod_asks_for_at_most_one_nodes_gpus(
+    pipeline: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    """The env task records the profile of the machine the ws=N bench runs on: on one node, the
+    world_size_n GPUs; across nodes, one node of gpus_per_node. A/B stays on one node (ws=1) there."""
+    spec, _ = pipeline
+    counts = {
+        (name, branch): _accelerator_count(spec, task)
+        for name in ("env", "A/B")
+        for branch in (ONE_NODE, ACROSS_NODES)
+        for _, task in _in_branch(spec, _tasks_by_display_name(spec, name), branch)
+    }
+    assert counts == {
+        ("env", ONE_NODE): ["pipelinechannel--world_size_n"],
+        ("env", ACROSS_NODES): ["pipelinechannel--gpus_per_node"],
+        ("A/B", ONE_NODE): ["pipelinechannel--world_size_n"],
+        ("A/B", ACROSS_NODES): "1",
+    }
+    for name in ("env", "compare"):
+        for branch, expected in ((ONE_NODE, False), (ACROSS_NODES, True)):
+            for _, task in _in_branch(spec, _tasks_by_display_name(spec, name), branch):
+                assert task["inputs"]["parameters"]["multi_node"]["runtimeValue"]["constant"] is expected

@@ -20,11 +20,14 @@ import pytest
 
 from benchgate.errors import ConfigError
 from benchgate.kfp.api import Connection, KfpApi, attempt_number, connection_from_env
+from benchgate.kfp.params import MULTI_NODE_PARAMETERS
 from benchgate.kfp.submit import (
     SubmitOutcome,
     attempt_name,
+    build_arguments,
     exit_code_for,
     load_package,
+    pipeline_parameter_names,
     run_name_for,
     submit,
 )
@@ -170,6 +173,90 @@ def test_submit_refuses_a_request_kfp_could_not_use_before_anything_is_sent(
     assert result.returncode == 2, result.stdout + result.stderr
     assert "gpu_memory_request: got '32GB' (expected a Kubernetes quantity above zero" in result.stderr
     assert not state.requests
+
+
+def test_submit_runs_a_world_size_beyond_gpus_per_node_across_nodes(fake: tuple[FakeKfp, str]) -> None:
+    state, url = fake
+    result = submit_cli(url, "--commit", SHA, "--param", "world_size_n=16", "--param", "gpus_per_node=8")
+    assert result.returncode == 0, result.stdout + result.stderr
+    (body,) = state.created_runs
+    parameters = body["runtime_config"]["parameters"]
+    # The pipeline's condition compares multi_node with a constant: submit computes it.
+    assert (parameters["world_size_n"], parameters["gpus_per_node"], parameters["multi_node"]) == (
+        16,
+        8,
+        True,
+    )
+
+
+def test_submit_refuses_a_multi_node_world_size_of_part_nodes_before_anything_is_sent(
+    fake: tuple[FakeKfp, str],
+) -> None:
+    state, url = fake
+    result = submit_cli(url, "--commit", SHA, "--param", "world_size_n=12", "--param", "gpus_per_node=8")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "world_size_n: got 12, not a multiple of gpus_per_node=8" in result.stderr
+    assert not state.requests
+
+
+def multi_node_arguments_of(**parameters: Any) -> dict[str, Any]:
+    """What `benchgate submit --param` makes of `parameters` (only the multi-node ones and ws)."""
+    arguments = build_arguments(SHA, REPOSITORY, "", parameters, pipeline_parameter_names())
+    return {k: v for k, v in arguments.items() if k in ("world_size_n", *MULTI_NODE_PARAMETERS)}
+
+
+@pytest.mark.parametrize(
+    ("parameters", "expected"),
+    [
+        # Without gpus_per_node nothing changes (nor does the run's name): one node, as always.
+        ({"world_size_n": 16}, {"world_size_n": 16}),
+        (
+            {"world_size_n": 16, "gpus_per_node": 8},
+            {"world_size_n": 16, "gpus_per_node": 8, "multi_node": True},
+        ),
+        (
+            {"world_size_n": 8, "gpus_per_node": 8},
+            {"world_size_n": 8, "gpus_per_node": 8, "multi_node": False},
+        ),
+        # An explicit multi_node wins; false keeps a large world size on one (large) node.
+        ({"world_size_n": 16, "multi_node": False}, {"world_size_n": 16, "multi_node": False}),
+        ({"world_size_n": 16, "multi_node": True}, {"world_size_n": 16, "multi_node": True}),
+        (
+            {"world_size_n": 32, "gpus_per_node": 4, "trainer_runtime": "torch-rdma"},
+            {"world_size_n": 32, "gpus_per_node": 4, "trainer_runtime": "torch-rdma", "multi_node": True},
+        ),
+    ],
+)
+def test_multi_node_is_set_where_the_world_size_exceeds_gpus_per_node(
+    parameters: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    assert multi_node_arguments_of(**parameters) == expected
+
+
+@pytest.mark.parametrize(
+    ("parameters", "message"),
+    [
+        ({"gpus_per_node": 0}, "gpus_per_node: got 0 (expected an integer >= 1"),
+        ({"gpus_per_node": "8"}, "gpus_per_node: got '8' (expected an integer >= 1"),
+        ({"gpus_per_node": True}, "gpus_per_node: got True (expected an integer >= 1"),
+        ({"multi_node": "yes"}, "multi_node: got 'yes' (expected true or false)"),
+        ({"multi_node": 1}, "multi_node: got 1 (expected true or false)"),
+        ({"trainer_runtime": ""}, "trainer_runtime: got '' (expected the name of a ClusterTrainingRuntime"),
+        # The default world size, 8, fits the default node of 8 GPUs.
+        ({"multi_node": True}, "multi_node: got true with world_size_n 8 (a run across nodes needs a world"),
+        (
+            {"multi_node": True, "world_size_n": 4, "gpus_per_node": 8},
+            "multi_node: got true with world_size_n 4",
+        ),
+        ({"world_size_n": 12, "gpus_per_node": 8}, "world_size_n: got 12, not a multiple of gpus_per_node=8"),
+    ],
+)
+def test_bad_multi_node_parameters_are_refused_naming_the_parameter_and_value(
+    parameters: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        multi_node_arguments_of(**parameters)
+    assert str(raised.value).startswith(message), str(raised.value)
 
 
 BAD_COMMITS = [

@@ -8,7 +8,8 @@ value); `check` says whether a parsed spec stays inside it, naming each field it
 
 An empty list (or map) places no bound, so `{}` is the behaviour without a policy, except promotion:
 `promoteNamespaces` is a list of the namespaces that may promote, `*` for every one (the default), so
-that an empty list can say "none". `maxGpusPerNode` 0 places no bound either.
+that an empty list can say "none". `maxGpusPerNode` 0 places no bound either. `multiNode` (default
+false) lets a run with `spec.multiNode` go past `maxGpusPerNode` across nodes.
 
 Pure: no kopf, no I/O, no clock. Which schedule made a run is `admission`'s question; this module gets
 the answer as a boolean.
@@ -134,7 +135,17 @@ class Policy(BaseModel):
         description="Only runs a BenchmarkSchedule created (its template, unchanged) may promote.",
     )
     max_gpus_per_node: int = Field(
-        0, ge=0, strict=True, description="GPUs of one node: a larger worldSize is refused; 0: no bound."
+        0,
+        ge=0,
+        strict=True,
+        description="GPUs of one node: a larger worldSize is refused, unless it runs across nodes "
+        "(multiNode); 0: no bound.",
+    )
+    multi_node: bool = Field(
+        False,
+        strict=True,
+        description="A run with spec.multiNode may exceed maxGpusPerNode across nodes (Kubeflow Trainer "
+        "TrainJobs), each node's share within it.",
     )
 
     def may_promote(self, namespace: str, schedule_owned: bool) -> bool:
@@ -203,15 +214,7 @@ def check(spec: BenchmarkRunSpec, namespace: str, schedule_owned: bool, policy: 
         *_placement(spec, policy),
         *_pvc(spec, namespace, policy),
     ]
-    if policy.max_gpus_per_node and spec.world_size > policy.max_gpus_per_node:
-        refusals.append(
-            Refusal(
-                "WorldSizeExceedsNode",
-                f"spec.worldSize: got {spec.world_size} (a world size must fit on one node, and the "
-                f"policy's maxGpusPerNode is {policy.max_gpus_per_node}; multi-node runs are not "
-                "supported by this controller yet)",
-            )
-        )
+    refusals.extend(_world_size(spec, policy))
     update_baseline: UpdateBaseline = spec.update_baseline
     lowered = ""
     if update_baseline != "never" and not policy.may_promote(namespace, schedule_owned):
@@ -221,6 +224,39 @@ def check(spec: BenchmarkRunSpec, namespace: str, schedule_owned: bool, policy: 
         else:
             update_baseline, lowered = "never", f"spec.updateBaseline: auto runs as never ({why})"
     return Admission(tuple(refusals), update_baseline, lowered)
+
+
+def _world_size(spec: BenchmarkRunSpec, policy: Policy) -> list[Refusal]:
+    """A world size must fit one node of maxGpusPerNode GPUs, unless the run spans nodes (a multiNode
+    spec with a larger worldSize) and the policy's multiNode allows that: then each node's share must."""
+    bound = policy.max_gpus_per_node
+    nodes = spec.multi_node
+    across = nodes is not None and spec.world_size > nodes.gpus_per_node
+    if not bound:
+        return []
+    if nodes is not None and across and policy.multi_node:
+        if nodes.gpus_per_node <= bound:
+            return []
+        return [
+            Refusal(
+                "WorldSizeExceedsNode",
+                f"spec.multiNode.gpusPerNode: got {nodes.gpus_per_node} (each node of a multi-node run "
+                f"must fit one node, and the policy's maxGpusPerNode is {bound})",
+            )
+        ]
+    if spec.world_size <= bound:
+        return []
+    if across:
+        why = "a multi-node run (spec.multiNode) needs the policy's multiNode: true, which is false"
+    else:
+        why = "a multi-node run (spec.multiNode) may exceed it where the policy's multiNode is true"
+    return [
+        Refusal(
+            "WorldSizeExceedsNode",
+            f"spec.worldSize: got {spec.world_size} (a world size must fit on one node, and the policy's "
+            f"maxGpusPerNode is {bound}; {why})",
+        )
+    ]
 
 
 def _repository(spec: BenchmarkRunSpec, policy: Policy) -> list[Refusal]:

@@ -22,6 +22,7 @@ from benchgate.config import DEFAULT_WORKLOAD, Tolerances
 from benchgate.errors import ConfigError
 from benchgate.kfp.params import (
     CPU_QUANTITY_PATTERN,
+    DEFAULT_TRAINER_RUNTIME,
     GPU_CPU_REQUEST,
     GPU_MEMORY_REQUEST,
     MEMORY_QUANTITY_PATTERN,
@@ -75,6 +76,25 @@ class Toleration(_Spec):
     value: str = Field("", description="Taint value to match with Equal.")
     effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
         "", description="Taint effect to match (empty: all effects)."
+    )
+
+
+class MultiNode(_Spec):
+    """Run a worldSize larger than one node across nodes, as a Kubeflow Trainer TrainJob."""
+
+    gpus_per_node: int = Field(
+        ...,
+        ge=1,
+        le=1024,
+        strict=True,
+        description="GPUs of one node: a larger worldSize (a multiple of it) runs across worldSize / "
+        "gpusPerNode nodes as a Kubeflow Trainer TrainJob, and the other GPU tasks ask for at most this "
+        "many; a worldSize up to it runs on one node as without multiNode.",
+    )
+    runtime: str = Field(
+        DEFAULT_TRAINER_RUNTIME,
+        min_length=1,
+        description="The ClusterTrainingRuntime of the TrainJob (Kubeflow Trainer's torch framework).",
     )
 
 
@@ -148,6 +168,11 @@ class RunParameters(_Spec):
         description="Memory request of each GPU task's pod, a quantity (\"32Gi\"), above zero; the pod's "
         f"memory-backed /dev/shm (up to {SHM_SIZE_LIMIT}, for NCCL and DataLoader workers) counts "
         "against it.",
+    )
+    multi_node: MultiNode | None = Field(
+        None,
+        description="Across nodes: a worldSize larger than multiNode.gpusPerNode runs as a Kubeflow Trainer "
+        "TrainJob (docs/multinode.md); unset: the ws=N bench is one pod on one node.",
     )
     baseline_pvc: str = Field(
         "",
@@ -278,6 +303,11 @@ def pipeline_arguments(spec: BenchmarkRunSpec, mlflow_tracking_uri: str, known: 
         "mlflow_tracking_uri": mlflow_tracking_uri,
         "config": config,
     }
+    if spec.multi_node is not None:
+        # KFP's condition compares a parameter with a constant: whether the run spans nodes is decided here.
+        arguments["multi_node"] = spec.world_size > spec.multi_node.gpus_per_node
+        arguments["gpus_per_node"] = spec.multi_node.gpus_per_node
+        arguments["trainer_runtime"] = spec.multi_node.runtime
     arguments = {k: v for k, v in arguments.items() if k in known}
     validated = build_arguments(spec.commit, spec.repository, spec.branch, arguments, known)
     # The env task's validation, run here so a bad config never becomes a KFP run.

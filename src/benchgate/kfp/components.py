@@ -43,9 +43,12 @@ def capture_env(
     kfp_run_id: str,
     kfp_run_name: str,
     setup: Output[Artifact],
+    multi_node: bool = False,
+    gpus_per_node: int = 8,
 ) -> None:
     """Validate the run's parameters into config.json and capture env.json and the machine profile.
-    workload_args: a JSON object (a string, so that its integers stay integers)."""
+    workload_args: a JSON object (a string, so that its integers stay integers). multi_node: ws=N runs
+    across nodes of gpus_per_node GPUs (this pod then has one node's GPUs, not N)."""
     from benchgate.kfp.tasks import env_task
 
     parameters = {
@@ -60,7 +63,18 @@ def capture_env(
         "baseline_dir": baseline_dir,
         "mlflow_tracking_uri": mlflow_tracking_uri,
     }
-    env_task(parameters, repository, commit, branch, base_commit, kfp_run_id, kfp_run_name, setup.path)
+    env_task(
+        parameters,
+        repository,
+        commit,
+        branch,
+        base_commit,
+        kfp_run_id,
+        kfp_run_name,
+        setup.path,
+        multi_node=multi_node,
+        gpus_per_node=gpus_per_node,
+    )
 
 
 @component
@@ -75,6 +89,43 @@ def bench(
     from benchgate.kfp.tasks import bench_task
 
     bench_task(setup.path, world_size, skip_if_one, results.path, figures)
+
+
+@component
+def bench_multinode(
+    setup: Input[Artifact],
+    world_size: int,
+    gpus_per_node: int,
+    trainer_runtime: str,
+    image: str,
+    accelerator_type: str,
+    gpu_node_selector: dict,
+    gpu_tolerations: list,
+    gpu_cpu_request: str,
+    gpu_memory_request: str,
+    results: Output[Artifact],
+    figures: Output[Metrics],
+) -> None:
+    """Benchmark training at a world size across nodes: a Kubeflow Trainer TrainJob of world_size /
+    gpus_per_node nodes, created and followed from this CPU-only pod, which writes rank 0's metrics file
+    as the single-node bench does. The gpu_* settings are the nodes' pods' (not cpu_request or
+    memory_request, the names KFP gives a task's own resource inputs)."""
+    from benchgate.kfp.multinode_task import bench_multinode_task
+
+    bench_multinode_task(
+        setup.path,
+        world_size,
+        gpus_per_node,
+        trainer_runtime,
+        image,
+        accelerator_type,
+        gpu_node_selector,
+        gpu_tolerations,
+        gpu_cpu_request,
+        gpu_memory_request,
+        results.path,
+        figures,
+    )
 
 
 @component
@@ -104,10 +155,12 @@ def compare(
     results: Output[Artifact],
     verdict: Output[Markdown],
     figures: Output[Metrics],
+    multi_node: bool = False,
 ) -> NamedTuple("CompareOutputs", [("verdict", str), ("ab_world_sizes", str), ("base_commit", str)]):  # type: ignore[valid-type]
     """Screen the run against its profile's baseline (from MLflow): PASS / WARN / UNKNOWN / FAIL per
     check; publish a final verdict (report, baseline, MLflow), or hand undecided timing to A/B.
-    baseline_pvc: the volume mounted for the baseline cache and spool ("": pod-local directories)."""
+    baseline_pvc: the volume mounted for the baseline cache and spool ("": pod-local directories).
+    multi_node: ws=N ran across nodes, so A/B (one node) decides ws=1 only."""
     from collections import namedtuple
 
     from benchgate.kfp.tasks import compare_task
@@ -119,6 +172,7 @@ def compare(
         results.path,
         verdict.path,
         figures,
+        multi_node=multi_node,
     )
     CompareOutputs = namedtuple("CompareOutputs", ["verdict", "ab_world_sizes", "base_commit"])
     return CompareOutputs(outcome, worlds, base_commit)
@@ -169,4 +223,4 @@ def gate(results: Input[Artifact], summary: Output[Artifact]) -> None:
     gate_task(results.path, summary.path)
 
 
-ALL = (capture_env, bench, evaluate, trace, compare, ab, gate)
+ALL = (capture_env, bench, bench_multinode, evaluate, trace, compare, ab, gate)

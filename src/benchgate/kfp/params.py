@@ -64,6 +64,61 @@ REQUEST_PARAMETERS = {
 }
 
 
+# A world size across nodes (kfp/trainjob.py, docs/multinode.md): the pipeline runs the ws=N bench as a
+# Kubeflow Trainer TrainJob of world_size_n / gpus_per_node nodes when `multi_node` is true. KFP's
+# conditions compare a parameter with a constant, so whoever submits decides: `benchgate submit` and the
+# controller set `multi_node` when `gpus_per_node` is given and world_size_n exceeds it.
+DEFAULT_WORLD_SIZE_N = 8
+DEFAULT_GPUS_PER_NODE = 8
+DEFAULT_TRAINER_RUNTIME = "torch-distributed"
+MULTI_NODE_PARAMETERS = ("multi_node", "gpus_per_node", "trainer_runtime")
+
+
+def multi_node_arguments(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """`arguments` with the multi-node parameters checked, and `multi_node` set to true where
+    `gpus_per_node` is given, `multi_node` is not, and world_size_n is larger than one node's GPUs.
+
+    A world size across nodes must be larger than a node (else it runs on one) and a multiple of
+    gpus_per_node (every node runs as many ranks); a ConfigError names the parameter and its value."""
+    out = dict(arguments)
+    world_size = out.get("world_size_n", DEFAULT_WORLD_SIZE_N)
+    gpus = out.get("gpus_per_node", DEFAULT_GPUS_PER_NODE)
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise ConfigError(
+            f"gpus_per_node: got {shown(gpus)} (expected an integer >= 1, the GPUs of one node)"
+        )
+    runtime = out.get("trainer_runtime", DEFAULT_TRAINER_RUNTIME)
+    if not isinstance(runtime, str) or not runtime:
+        raise ConfigError(
+            f"trainer_runtime: got {shown(runtime)} (expected the name of a ClusterTrainingRuntime, e.g. "
+            f"{DEFAULT_TRAINER_RUNTIME!r})"
+        )
+    if "multi_node" not in out:
+        if "gpus_per_node" not in out or not isinstance(world_size, int) or isinstance(world_size, bool):
+            return out
+        out["multi_node"] = world_size > gpus
+    multi_node = out["multi_node"]
+    if not isinstance(multi_node, bool):
+        raise ConfigError(f"multi_node: got {shown(multi_node)} (expected true or false)")
+    if multi_node:
+        check_across_nodes(world_size, gpus)
+    return out
+
+
+def check_across_nodes(world_size: Any, gpus_per_node: int) -> None:
+    """That `world_size` can run across nodes of `gpus_per_node` GPUs: more than one node, whole nodes."""
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size <= gpus_per_node:
+        raise ConfigError(
+            f"multi_node: got true with world_size_n {shown(world_size)} (a run across nodes needs a world "
+            f"size larger than gpus_per_node={gpus_per_node}; a smaller one runs on one node)"
+        )
+    if world_size % gpus_per_node:
+        raise ConfigError(
+            f"world_size_n: got {world_size}, not a multiple of gpus_per_node={gpus_per_node} (across nodes, "
+            "every node runs the same number of ranks)"
+        )
+
+
 def request_parameter(name: str, value: Any) -> str:
     """The request parameter `name` (one of REQUEST_PARAMETERS) as the pipeline takes it: a quantity
     string above zero. A number (`--param gpu_cpu_request=8` reads as one) becomes its text. Checked

@@ -26,6 +26,13 @@ Why this shape:
   the fallback while MLflow is unreachable (ReadWriteMany, or one node at a time with ReadWriteOnce).
   The choice is a `dsl.If` on the parameter around the compare -> (A/B) -> gate tail.
 - Nothing is cached: a cached bench would report an old commit's timings.
+- A world size across nodes (`multi_node`, docs/multinode.md): the ws=N bench is then a CPU-only
+  launcher task, `bench ws=N (TrainJob)`, which runs it as a Kubeflow Trainer TrainJob of
+  world_size_n / gpus_per_node nodes and writes the same metrics-ws<N>.json. The condition is a
+  `dsl.If` on the parameter around the whole run, the single-node branch first: the env task's GPU count
+  differs (one node's, gpus_per_node), and kfp.local (2.17) cannot merge the artifacts of exclusive
+  branches (`dsl.OneOf` of artifacts), so each branch holds its own downstream tasks. A/B stays on one
+  node: across nodes it decides ws=1 only.
 
 Platform settings come from parameters (kfp-kubernetes): the accelerator resource and count, the GPU
 pool's node selector and tolerations, the GPU pods' CPU and memory requests, the MLflow credentials
@@ -54,6 +61,9 @@ from benchgate.kfp import components as c
 from benchgate.kfp.params import (
     CLUSTER_BASELINE_DIR,
     CLUSTER_BASELINE_MOUNT,
+    DEFAULT_GPUS_PER_NODE,
+    DEFAULT_TRAINER_RUNTIME,
+    DEFAULT_WORLD_SIZE_N,
     GPU_CPU_REQUEST,
     GPU_MEMORY_REQUEST,
     SHM_SIZE_LIMIT,
@@ -107,7 +117,7 @@ def benchgate_pipeline(
     base_commit: str = "",
     workload: str = DEFAULT_WORKLOAD,
     workload_args: str = "{}",
-    world_size_n: int = 8,
+    world_size_n: int = DEFAULT_WORLD_SIZE_N,
     steps: int = 60,
     warmup: int = 10,
     tolerances: dict = {},  # noqa: B006 - KFP reads parameter defaults as literals
@@ -121,6 +131,9 @@ def benchgate_pipeline(
     gpu_memory_request: str = GPU_MEMORY_REQUEST,
     mlflow_tracking_uri: str = "",
     mlflow_secret: str = "benchgate-mlflow",
+    multi_node: bool = False,
+    gpus_per_node: int = DEFAULT_GPUS_PER_NODE,
+    trainer_runtime: str = DEFAULT_TRAINER_RUNTIME,
     config: dict = {},  # noqa: B006
 ) -> None:
     """The benchgate gate on one commit.
@@ -143,6 +156,11 @@ def benchgate_pipeline(
         gpu_cpu_request: CPU request of each GPU task's pod, a Kubernetes quantity ("8", "7500m").
         gpu_memory_request: Memory request of each GPU task's pod, a Kubernetes quantity ("32Gi"); the
             task's /dev/shm (up to 16Gi) counts against it.
+        multi_node: Run ws=N across nodes as a Kubeflow Trainer TrainJob (docs/multinode.md); true
+            only with world_size_n larger than, and a multiple of, gpus_per_node. `benchgate submit`
+            sets it when gpus_per_node is given and world_size_n is larger.
+        gpus_per_node: GPUs of one node, each multi-node pod's (and the env task's) GPU count.
+        trainer_runtime: The ClusterTrainingRuntime of the TrainJob (torch framework).
         config: Any other benchgate setting, shaped like the TOML file, e.g. {"eval": {"enabled":
             false}}; the named parameters win, and workload arguments go in workload_args.
     """
@@ -166,86 +184,121 @@ def benchgate_pipeline(
         kubernetes.use_secret_as_env(task, mlflow_secret, MLFLOW_SECRET_KEYS, optional=True)
         return task
 
-    env = c.capture_env(
-        config=config,
-        workload=workload,
-        workload_args=workload_args,
-        world_size_n=world_size_n,
-        steps=steps,
-        warmup=warmup,
-        tolerances=tolerances,
-        update_baseline=update_baseline,
-        baseline_dir=baseline_dir,
-        mlflow_tracking_uri=mlflow_tracking_uri,
-        repository=repository,
-        commit=commit,
-        branch=branch,
-        base_commit=base_commit,
-        # The run's key in MLflow: resolved by KFP (and kfp.local) to this pipeline run's id.
-        kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-        kfp_run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
-    )
-    on_gpus(common(env, "env"), world_size_n)
-    setup = env.outputs["setup"]
-
-    bench_1 = on_gpus(common(c.bench(setup=setup, world_size=1, skip_if_one=False), "bench ws=1"), 1)
-    bench_n = on_gpus(
-        common(c.bench(setup=setup, world_size=world_size_n, skip_if_one=True), "bench ws=N"), world_size_n
-    ).after(bench_1)
-    evaluation = on_gpus(common(c.evaluate(setup=setup), "eval"), 1).after(bench_n)
-    profile = on_gpus(common(c.trace(setup=setup), "trace"), 1).after(bench_n)
-
-    def judged(volume: bool) -> None:
-        """compare -> (A/B) -> gate; with `volume`, compare and A/B mount the baseline_pvc volume."""
-
-        def stores(task: dsl.PipelineTask) -> dsl.PipelineTask:
-            if volume:
-                kubernetes.mount_pvc(task, baseline_pvc, CLUSTER_BASELINE_MOUNT)
-            return task
-
-        screened = c.compare(
-            setup=setup,
-            bench_1=bench_1.outputs["results"],
-            bench_n=bench_n.outputs["results"],
-            evaluation=evaluation.outputs["results"],
-            trace=profile.outputs["trace"],
-            # The task keeps its stores under the volume's mount, or pod-local without one.
-            baseline_pvc=baseline_pvc,
+    def gate_run(across_nodes: bool) -> None:
+        """The whole run; with `across_nodes` the ws=N bench is a TrainJob, and every GPU pod here asks
+        for one node's GPUs (gpus_per_node) or fewer, never world_size_n."""
+        node_gpus = gpus_per_node if across_nodes else world_size_n
+        env = c.capture_env(
+            config=config,
+            workload=workload,
+            workload_args=workload_args,
+            world_size_n=world_size_n,
+            steps=steps,
+            warmup=warmup,
+            tolerances=tolerances,
+            update_baseline=update_baseline,
+            baseline_dir=baseline_dir,
+            mlflow_tracking_uri=mlflow_tracking_uri,
+            repository=repository,
+            commit=commit,
+            branch=branch,
+            base_commit=base_commit,
+            # The run's key in MLflow: resolved by KFP (and kfp.local) to this pipeline run's id.
+            kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+            kfp_run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
+            multi_node=across_nodes,
+            gpus_per_node=gpus_per_node,
         )
-        compared = stores(on_cpu(common(screened, "compare")))
-        with dsl.If(compared.outputs["ab_world_sizes"] == "", name="verdict final"):
-            on_cpu(common(c.gate(results=compared.outputs["results"]), "gate"))
-        with dsl.Else(name="timing undecided: A/B"):
-            decided = stores(
-                on_gpus(
-                    common(
-                        c.ab(
-                            setup=setup,
-                            compared=compared.outputs["results"],
-                            world_sizes=compared.outputs["ab_world_sizes"],
-                            base_commit=compared.outputs["base_commit"],
-                            # KFP 2.17 threads a pipeline parameter into a condition's sub-DAG only when
-                            # a component input uses it; the pod settings of on_gpus need these four.
-                            gpus=world_size_n,
-                            accelerator_type=accelerator_type,
-                            gpu_cpu_request=gpu_cpu_request,
-                            gpu_memory_request=gpu_memory_request,
-                            baseline_pvc=baseline_pvc,
-                        ),
-                        "A/B",
-                    ),
-                    world_size_n,
-                )
-            )
-            on_cpu(common(c.gate(results=decided.outputs["results"]), "gate (A/B)"))
+        on_gpus(common(env, "env"), node_gpus)
+        setup = env.outputs["setup"]
 
-    # The baseline volume is optional: MLflow holds baselines and history, the stores are its cache.
-    # The branch without one comes first, so its tasks keep the plain names (compare, ab, gate) that a
-    # local run's task directories have always had.
-    with dsl.If(baseline_pvc == "", name="no volume: pod-local stores"):
-        judged(volume=False)
-    with dsl.Else(name="baseline volume"):
-        judged(volume=True)
+        bench_1 = on_gpus(common(c.bench(setup=setup, world_size=1, skip_if_one=False), "bench ws=1"), 1)
+        if across_nodes:
+            # A launcher: the nodes' pods are the TrainJob's, this one only creates and follows it.
+            launcher = c.bench_multinode(
+                setup=setup,
+                world_size=world_size_n,
+                gpus_per_node=gpus_per_node,
+                trainer_runtime=trainer_runtime,
+                image=c.BENCH_IMAGE,
+                accelerator_type=accelerator_type,
+                gpu_node_selector=gpu_node_selector,
+                gpu_tolerations=gpu_tolerations,
+                gpu_cpu_request=gpu_cpu_request,
+                gpu_memory_request=gpu_memory_request,
+            )
+            bench_n = on_cpu(common(launcher, "bench ws=N (TrainJob)")).after(bench_1)
+        else:
+            bench_n = on_gpus(
+                common(c.bench(setup=setup, world_size=world_size_n, skip_if_one=True), "bench ws=N"),
+                world_size_n,
+            ).after(bench_1)
+        evaluation = on_gpus(common(c.evaluate(setup=setup), "eval"), 1).after(bench_n)
+        profile = on_gpus(common(c.trace(setup=setup), "trace"), 1).after(bench_n)
+
+        def judged(volume: bool) -> None:
+            """compare -> (A/B) -> gate; with `volume`, compare and A/B mount the baseline_pvc volume."""
+
+            def stores(task: dsl.PipelineTask) -> dsl.PipelineTask:
+                if volume:
+                    kubernetes.mount_pvc(task, baseline_pvc, CLUSTER_BASELINE_MOUNT)
+                return task
+
+            screened = c.compare(
+                setup=setup,
+                bench_1=bench_1.outputs["results"],
+                bench_n=bench_n.outputs["results"],
+                evaluation=evaluation.outputs["results"],
+                trace=profile.outputs["trace"],
+                # The task keeps its stores under the volume's mount, or pod-local without one.
+                baseline_pvc=baseline_pvc,
+                multi_node=across_nodes,
+            )
+            compared = stores(on_cpu(common(screened, "compare")))
+            with dsl.If(compared.outputs["ab_world_sizes"] == "", name="verdict final"):
+                on_cpu(common(c.gate(results=compared.outputs["results"]), "gate"))
+            with dsl.Else(name="timing undecided: A/B"):
+                # Across nodes, A/B decides ws=1 only (compare hands it no other): one GPU is enough.
+                ab_gpus = 1 if across_nodes else world_size_n
+                decided = stores(
+                    on_gpus(
+                        common(
+                            c.ab(
+                                setup=setup,
+                                compared=compared.outputs["results"],
+                                world_sizes=compared.outputs["ab_world_sizes"],
+                                base_commit=compared.outputs["base_commit"],
+                                # KFP 2.17 threads a pipeline parameter into a condition's sub-DAG only
+                                # when a component input uses it; the pod settings of on_gpus need these.
+                                gpus=ab_gpus,
+                                accelerator_type=accelerator_type,
+                                gpu_cpu_request=gpu_cpu_request,
+                                gpu_memory_request=gpu_memory_request,
+                                baseline_pvc=baseline_pvc,
+                            ),
+                            "A/B",
+                        ),
+                        ab_gpus,
+                    )
+                )
+                on_cpu(common(c.gate(results=decided.outputs["results"]), "gate (A/B)"))
+
+        # The baseline volume is optional: MLflow holds baselines and history, the stores are its cache.
+        # The branch without one comes first, so its tasks keep the plain names (compare, ab, gate) that
+        # a local run's task directories have always had.
+        with dsl.If(baseline_pvc == "", name="no volume: pod-local stores"):
+            judged(volume=False)
+        with dsl.Else(name="baseline volume"):
+            judged(volume=True)
+
+    # One node first, for the same reason: a local run (never multi-node) keeps its tasks' plain names.
+    # Each branch is the whole run: the env task's GPU count differs (the pod must be one the ws=N bench
+    # could run on), and kfp.local cannot merge artifacts of exclusive branches (dsl.OneOf), so nothing
+    # downstream of the bench reads across a condition.
+    with dsl.If(multi_node == False, name="one node"):  # noqa: E712 - a KFP condition, not a Python test
+        gate_run(across_nodes=False)
+    with dsl.Else(name="across nodes: TrainJob"):
+        gate_run(across_nodes=True)
 
 
 def validate_pipeline_arguments(arguments: Mapping[str, Any]) -> RunConfig:

@@ -37,7 +37,12 @@ from typing import Any
 
 from benchgate.errors import EXIT_PASS, EXIT_REGRESSION, EXIT_RUN_FAILED, ConfigError
 from benchgate.kfp.api import ATTEMPT_SUFFIX, Connection, KfpApi, preflight
-from benchgate.kfp.params import REQUEST_PARAMETERS, request_parameter, workload_args_parameter
+from benchgate.kfp.params import (
+    REQUEST_PARAMETERS,
+    multi_node_arguments,
+    request_parameter,
+    workload_args_parameter,
+)
 from benchgate.measure.source import validate_branch, validate_commit, validate_repository
 
 DEFAULT_EXPERIMENT = "benchgate"
@@ -73,7 +78,8 @@ def attempt_name(base: str, attempt: int) -> str:
 def build_arguments(
     commit: str, repository: str, branch: str, parameters: Mapping[str, Any], known: set[str]
 ) -> dict[str, Any]:
-    """Validated pipeline arguments: the code under test plus any named pipeline parameter."""
+    """Validated pipeline arguments: the code under test plus any named pipeline parameter; with
+    `gpus_per_node` and a larger world_size_n, `multi_node` (see params.multi_node_arguments)."""
     arguments: dict[str, Any] = {
         "commit": validate_commit(commit),
         "repository": validate_repository(repository),
@@ -94,7 +100,8 @@ def build_arguments(
             # A quantity string: KFP's driver would refuse a bad one only when it makes the task's pod.
             value = request_parameter(key, value)
         arguments[key] = value
-    return arguments
+    # A world size beyond gpus_per_node runs across nodes: the condition is the caller's to compute.
+    return multi_node_arguments(arguments)
 
 
 def compile_package(directory: Path) -> Path:

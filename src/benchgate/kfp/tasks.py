@@ -66,14 +66,19 @@ def env_task(
     kfp_run_id: str,
     kfp_run_name: str,
     setup_dir: str,
+    *,
+    multi_node: bool = False,
+    gpus_per_node: int = 0,
 ) -> None:
     """Validate the run's parameters into config.json and capture env.json (with the code under test).
 
     Everything that can fail fast fails here, before any GPU is busy for minutes: the parameters, the
     commits, each world size against this machine's devices, and the workload's contract (its import,
-    factory and members, and one real training step: `measure/stage.stage_check_workload`).
+    factory and members, and one real training step: `measure/stage.stage_check_workload`). With
+    `multi_node` the largest world size runs across nodes of `gpus_per_node` GPUs, one of which this
+    pod holds: that node size is what is checked against this machine.
     """
-    from benchgate.kfp.params import config_from_parameters
+    from benchgate.kfp.params import check_across_nodes, config_from_parameters
     from benchgate.measure.launch import check_world_size
     from benchgate.measure.source import use_source, validate_branch, validate_commit, validate_repository
     from benchgate.measure.stage import stage_check_workload, stage_env
@@ -108,7 +113,12 @@ def env_task(
         write_json(out / "env.json", env)
         write_json(out / "config.json", config.model_dump(mode="json"))
         write_json(out / RUN_FILE, run_record(kfp_run_id, kfp_run_name))
-        for ws in config.bench.world_sizes or []:
+        world_sizes = list(config.bench.world_sizes or [])
+        if multi_node:
+            check_across_nodes(max(world_sizes), gpus_per_node)
+            # The ws=N bench's ranks are on other nodes, gpus_per_node to each, like this one.
+            world_sizes = [ws if ws < max(world_sizes) else gpus_per_node for ws in world_sizes]
+        for ws in world_sizes:
             check_world_size(ws, config.bench.device, env["gpu"]["count"])
         checked = stage_check_workload(config)
         print(
@@ -214,6 +224,8 @@ def compare_task(
     results_dir: str,
     verdict_markdown: str,
     figures: MetricsSink,
+    *,
+    multi_node: bool = False,
 ) -> tuple[str, str, str]:
     """Assemble the run's bundle and screen it against the baseline.
 
@@ -222,10 +234,13 @@ def compare_task(
     size's timing and the base code can be checked out (`base_commit`, else the baseline's commit), an
     A/B task decides it; otherwise the verdict is final and this task publishes it (report, baseline
     policy, MLflow), so the common path imports MLflow in one process only. `baseline_pvc`: the volume
-    mounted for the stores, or "" for pod-local ones (see `params.task_stores`).
+    mounted for the stores, or "" for pod-local ones (see `params.task_stores`). With `multi_node` the
+    largest world size ran across nodes: A/B runs both sides on one node, so it does not decide that
+    one, whose screened verdict stands (the task's log says so).
     """
     from benchgate.ab.stage import ab_base_commit, worlds_for_ab
     from benchgate.checks.stage import stage_compare
+    from benchgate.kfp.multinode_task import ab_on_one_node
     from benchgate.tracking.refresh import refresh_baseline
 
     with reporting_errors("compare", results_dir):
@@ -241,6 +256,9 @@ def compare_task(
         base_commit = ab_base_commit(env, baseline)
         explicit = bool((env.get("base") or {}).get("commit"))
         worlds = worlds_for_ab(comparison, baseline, bool(base_commit), explicit)
+        worlds, note = ab_on_one_node(worlds, config.bench.world_sizes or [], multi_node)
+        if note:
+            print(f"benchgate compare: {note}", flush=True)
         publish_verdict(out, verdict_markdown, figures)
         if worlds and baseline is not None and config.gate.baseline_dir != configured.gate.baseline_dir:
             hand_over_baseline(baseline.path, out)  # the A/B task's pod starts with an empty store

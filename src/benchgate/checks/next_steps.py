@@ -160,3 +160,11 @@ def _creep_step(rows: list[Check]) -> str:
         "since may each have passed: `benchgate history --changes` shows where the level moved; once a "
         "slowdown is accepted, pin a newer run with `benchgate baseline anchor RUN_ID`"
     )
+
+
+def verdict_lines(comparison: Comparison, out_dir: Path) -> list[str]:
+    """The verdict in plain words, "verdict UNKNOWN (exit 4): <next step>", then any further next steps
+    (what decides an UNKNOWN, where a FAIL's detail is; paths under `out_dir`)."""
+    steps = next_steps(comparison, out_dir)
+    first = f"verdict {comparison.verdict} (exit {comparison.exit_code})"
+    return [f"{first}: {steps[0]}" if steps else first, *(f"next: {step}" for step in steps[1:])]

@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from benchgate import errors
+from benchgate.checks.next_steps import verdict_lines
 from benchgate.config import RunConfig
 from benchgate.errors import BenchgateError, RunFailedError
 from benchgate.kfp.params import parameters_from_config
 from benchgate.kfp.task_harness import ERROR_FILE
-from benchgate.kfp.tasks import LOCAL_OUT_VARIABLE, link_trace_or_copy, verdict_lines
+from benchgate.kfp.tasks import LOCAL_OUT_VARIABLE, link_trace_or_copy
 from benchgate.kit import lifeline
 from benchgate.kit.credentials import MLFLOW_INSTEAD, refuse_credentials
 from benchgate.kit.files import read_json

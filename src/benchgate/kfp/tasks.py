@@ -16,7 +16,7 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from benchgate.errors import EXIT_REGRESSION, EXIT_UNKNOWN, ConfigError
 from benchgate.kfp.params import task_stores
@@ -36,9 +36,6 @@ from benchgate.kfp.task_harness import (
     start_task,
 )
 from benchgate.kit.files import read_json, write_json
-
-if TYPE_CHECKING:
-    from benchgate.results.comparison import Comparison
 
 # Set by `benchgate run` to its --out directory: the gate task then reports the verdict and succeeds,
 # and `benchgate run` exits with the verdict's code (see gate_task).
@@ -361,6 +358,7 @@ def gate_task(results_dir: str, summary_path: str) -> None:
     The verdict was published (report, baseline, MLflow) by the task that reached it; the summary says
     what became of it, for `benchgate run` and for people reading the run in the KFP UI.
     """
+    from benchgate.checks.next_steps import verdict_lines
     from benchgate.results.bundle import PUBLISHED_FILE
     from benchgate.results.comparison import load_comparison
 
@@ -395,12 +393,3 @@ def gate_task(results_dir: str, summary_path: str) -> None:
         if comparison.exit_code and not local_out:
             raise SystemExit(EXIT_REGRESSION if comparison.verdict == "FAIL" else EXIT_UNKNOWN)
 
-
-def verdict_lines(comparison: Comparison, out_dir: Path) -> list[str]:
-    """The verdict in plain words, "verdict UNKNOWN (exit 4): <next step>", then any further next steps
-    (`checks/next_steps.py`: what decides an UNKNOWN, where a FAIL's detail is; paths under `out_dir`)."""
-    from benchgate.checks.next_steps import next_steps
-
-    steps = next_steps(comparison, out_dir)
-    first = f"verdict {comparison.verdict} (exit {comparison.exit_code})"
-    return [f"{first}: {steps[0]}" if steps else first, *(f"next: {step}" for step in steps[1:])]

@@ -61,6 +61,10 @@ class Scenario:
     multi_user: bool = False
     # Called once after a request was refused with 401 (e.g. to rotate the token file a client reads).
     on_unauthorized: Callable[[], None] | None = None
+    # The next this many creates of an experiment that does not exist find it made meanwhile by another
+    # client (two controllers creating it at the same moment, after both listed none): the other's is
+    # stored, and this create answered 409, as KFP answers a name that exists.
+    experiment_races: int = 0
 
 
 # The states KFP's TerminateRun updates (kubeflow/pipelines backend/src/apiserver/storage/run_store.go).
@@ -194,8 +198,6 @@ class _Handler(BaseHTTPRequestHandler):
             name = _predicate_value(query.get("filter"), "display_name")
             found = [e for e in in_namespace if name is None or e["display_name"] == name]
             return self._send(200, {"experiments": found, "total_size": len(found)} if found else {})
-        if any(e["display_name"] == body["display_name"] for e in in_namespace):
-            return self._send(409, {"error": "experiment already exists", "code": 6})
         experiment = {
             "experiment_id": str(uuid.uuid4()),
             "display_name": body["display_name"],
@@ -203,6 +205,17 @@ class _Handler(BaseHTTPRequestHandler):
             "storage_state": "AVAILABLE",
             **({"namespace": namespace} if namespace else {}),
         }
+        exists = any(e["display_name"] == body["display_name"] for e in in_namespace)
+        if not exists and fake.scenario.experiment_races > 0:  # another client's create came first
+            fake.scenario.experiment_races -= 1
+            fake.experiments[experiment["experiment_id"]] = experiment
+            exists = True
+        if exists:  # KFP's answer (backend/src/apiserver/storage/experiment_store.go), gRPC AlreadyExists
+            message = (
+                f"Failed to create a new experiment. The name {body['display_name']} already exist. "
+                "Please specify a new name"
+            )
+            return self._send(409, {"error": message, "code": 6, "message": message})
         fake.experiments[experiment["experiment_id"]] = experiment
         return self._send(200, experiment)
 

@@ -128,9 +128,10 @@ class Fault:
 
 
 class ApiServerEmulator(KubernetesEmulator):  # type: ignore[misc]
-    """kmock's emulator plus what an API server adds to a new object (uid, resourceVersion, creation
-    time, generation): kopf patches with a resourceVersion test, and objects the controller creates
-    itself (the schedule's runs) need them as much as those the tests create.
+    """kmock's emulator plus what an API server adds to a new object (a name from generateName, uid,
+    resourceVersion, creation time, generation): kopf patches with a resourceVersion test, and objects
+    the controller creates itself (the schedule's runs, Events) need them as much as those the tests
+    create.
 
     Two admission checks a real cluster may have, off unless a test turns them on (the `cluster`
     fixture's `enforce_owner_references` and `refuse_creates`): OpenShift's owner-reference enforcement,
@@ -149,6 +150,10 @@ class ApiServerEmulator(KubernetesEmulator):  # type: ignore[misc]
             self._admit(request)
         if request.action == action.CREATE and isinstance(request.data, dict):
             meta = request.data.setdefault("metadata", {})
+            # kmock ignores generateName, so every Event kopf posts (all named through it) would share
+            # one empty name and all but the first be refused (409): an API server makes it unique.
+            if not meta.get("name") and meta.get("generateName"):
+                meta["name"] = f"{meta['generateName']}{uuid.uuid4().hex[:8]}"
             meta.setdefault("uid", str(uuid.uuid4()))
             meta.setdefault("resourceVersion", "1")
             meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))

@@ -60,3 +60,16 @@ async def test_a_rotated_token_file_is_read_again_not_refused_for_good(cluster: 
     await cluster.phase("after", "Running")
     cluster.kfp.force(cluster.status("before")["kfpRunId"], "SUCCEEDED")
     await cluster.phase("before", "Succeeded")  # still followed with the new token
+
+
+async def test_an_experiment_another_controller_created_meanwhile_is_used(cluster: Cluster) -> None:
+    # Both found no experiment and both create it: KFP refuses the second create with 409 ("already
+    # exist"). Before, the run failed for good (KfpRejected); now the controller reads the other's.
+    cluster.kfp.scenario.experiment_races = 1
+    await cluster.create(run_manifest("race"))
+    status = await cluster.phase("race", "Running")
+    assert cluster.kfp.scenario.experiment_races == 0  # the race happened
+    (experiment,) = cluster.kfp.experiments.values()
+    assert cluster.kfp.runs[status["kfpRunId"]]["experiment_id"] == experiment["experiment_id"]
+    assert cluster.kfp.calls("POST", "/experiments") == 1
+    assert cluster.kfp.calls("POST", "/runs") == 1

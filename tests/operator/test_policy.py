@@ -40,8 +40,7 @@ def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
 
 
 def events_posted(cluster: Cluster, name: str) -> list[dict[str, Any]]:
-    """Every Event the controller posted about object `name`, from the emulator's request log: kmock
-    ignores generateName, so it keeps only the first Event of a namespace (the others conflict)."""
+    """Every Event the controller posted about object `name`, from the emulator's request log."""
     return [
         dict(request.data)
         for request in list(cluster.kmock)

@@ -364,6 +364,21 @@ def test_a_token_file_rotated_under_a_client_is_read_again(fake: tuple[FakeKfp, 
     assert state.scenario.on_unauthorized is None
 
 
+@pytest.mark.parametrize("namespace", [None, "team-a"])
+def test_an_experiment_created_meanwhile_by_another_client_is_used(
+    fake: tuple[FakeKfp, str], namespace: str | None
+) -> None:
+    state, url = fake
+    state.scenario.multi_user = namespace is not None
+    state.scenario.experiment_races = 1  # another client creates it between this one's look and create
+    api = KfpApi(Connection(url, "good-token", url))
+    experiment_id = api.experiment_id("benchgate", namespace)
+    (experiment,) = state.experiments.values()  # the other client's, and no second one
+    assert experiment_id == experiment["experiment_id"] and state.scenario.experiment_races == 0
+    assert experiment.get("namespace") == namespace
+    assert api.experiment_id("benchgate", namespace) == experiment_id  # found by the look from now on
+
+
 def test_submit_on_a_multi_user_kfp_files_the_run_in_kfp_namespace(fake: tuple[FakeKfp, str]) -> None:
     state, url = fake
     state.scenario.multi_user = True

@@ -115,6 +115,22 @@ def test_waiting_for_a_slot_or_for_kfp_is_pending_and_told_once() -> None:
     assert not plan.waiting({**written(down), "kfpRunId": "run-1"})
 
 
+def test_a_wait_told_already_is_not_told_again_from_a_status_that_predates_it() -> None:
+    # The look before told the outage, but its write has not landed: the status still reads as new.
+    stale: dict[str, Any] = {}
+    down = plan.kfp_unavailable(stale, "KFP at http://kfp: HTTP 503", NOW, told="KfpUnavailable")
+    assert conditions(written(down))["Submitted"]["reason"] == "KfpUnavailable"  # written again
+    assert down.warning is None and down.notice is None  # but not told again
+    queued = plan.queued(stale, "team-a", 4, NOW, told="Queued")
+    assert queued.notice is None and queued.warning is None
+    # What was told is the reason: waiting for something else is told, whatever the status says.
+    assert plan.queued(written(down), "team-a", 4, NOW, told="KfpUnavailable").notice is not None
+    assert plan.kfp_unavailable(written(queued), "HTTP 503", NOW, told="Queued").warning is not None
+    # Nothing told (a controller just started): the status speaks.
+    assert plan.kfp_unavailable(written(down), "HTTP 502", NOW).warning is None
+    assert plan.kfp_unavailable(stale, "HTTP 502", NOW).warning is not None
+
+
 @pytest.mark.parametrize(("unauthorized", "reason"), [(True, "KfpUnauthorized"), (False, "KfpRejected")])
 def test_kfp_refusing_the_token_or_the_run_fails_for_good(unauthorized: bool, reason: str) -> None:
     outcome = plan.kfp_refused({}, unauthorized, "HTTP 400: bad parameter", NOW)
@@ -456,14 +472,29 @@ def test_an_unresolved_branch_skips_the_time_with_an_event() -> None:
 def test_a_refused_create_skips_the_time_with_one_event_per_refusal() -> None:
     due = look(SCHEDULE)
     assert isinstance(due, sched.Due)
-    message = "creating BenchmarkRun team-a/nightly-3: HTTP 403: exceeded quota"
-    first = sched.create_refused(due, {}, message, NOW)
+
+    def answer(time: sched.Due, quota: str = "exceeded quota") -> str:  # as clients.KubeRuns words it
+        name = time.run_name()
+        return f'creating BenchmarkRun team-a/{name}: HTTP 403: benchmarkruns "{name}" is forbidden: {quota}'
+
+    first = sched.create_refused(due, {}, answer(due), NOW)
     scheduled = conditions(written(first))["Scheduled"]
     assert scheduled["status"] == "False" and scheduled["reason"] == "CreateRefused"
-    assert first.warning == ("CreateRefused", message)
-    told = {"conditions": written(first)["conditions"]}
-    assert sched.create_refused(due, told, message, NOW).warning is None  # the same refusal again
-    assert sched.create_refused(due, told, message + " (limited: 4)", NOW).warning is not None
+    assert first.warning == ("CreateRefused", answer(due))
+    # The next night, the same refusal of another run (its name in the answer): not told again ...
+    status = written(first)
+    tomorrow = sched.Due(due.spec, due.time + timedelta(days=1), due.schedule)
+    assert tomorrow.run_name() != due.run_name()
+    assert sched.create_refused(tomorrow, status, answer(tomorrow), NOW).warning is None
+    # ... also when the status does not show the first yet (its write pending): what was told counts.
+    told = sched.refusal(due, answer(due))
+    assert sched.create_refused(tomorrow, {}, answer(tomorrow), NOW, told=told).warning is None
+    # Another refusal is told, and so is the same one after a time that was not refused.
+    other = answer(tomorrow, "exceeded quota (limited: 4)")
+    assert sched.create_refused(tomorrow, status, other, NOW).warning is not None
+    assert sched.create_refused(tomorrow, status, other, NOW, told=told).warning is not None
+    created = {**status, "conditions": [{**scheduled, "status": "True", "reason": "RunCreated"}]}
+    assert sched.create_refused(tomorrow, created, answer(tomorrow), NOW).warning is not None
 
 
 @pytest.mark.parametrize(("policy", "replaced"), [("Allow", []), ("Replace", ["nightly-2"])])

@@ -71,6 +71,10 @@ class Runtime:
     # Objects (by uid) whose submission is under way: the create handler and the dispatch timer run
     # apart, and must not both submit one object.
     submitting: set[str] = field(default_factory=set)
+    # What this controller last told (as an Event) of each object, by uid, that it tells only when it
+    # changes: the reason a run waits for, a schedule's refused create. The decisions compare with it
+    # before the status, which a handler can be given before the write of the look before has landed.
+    told: dict[str, str] = field(default_factory=dict)
     known_parameters: set[str] = field(default_factory=pipeline_parameter_names)
     metrics: ControllerMetrics = field(default_factory=ControllerMetrics)
 
@@ -124,32 +128,43 @@ async def _submission(
         spec, meta, status, namespace, name, uid, rt.settings.mlflow_uri, rt.known_parameters, now
     )
     if isinstance(submission, Outcome):  # an invalid spec: refused for good
-        rt.decided[uid] = REFUSED
+        _decided(rt, uid, REFUSED)
         return submission
     owned = admission.schedule_owned(meta, namespace, submission.spec, schedules)
     admitted = admission.admit(submission, namespace, owned, rt.settings.policy, status, now)
     if isinstance(admitted, Outcome):  # outside the admin policy: refused for good
-        rt.decided[uid] = REFUSED
+        _decided(rt, uid, REFUSED)
         return admitted
     # Every outcome from here on carries the Admitted condition.
     submission, status = admitted.submission, admitted.status
     if not status.get("shortCommit"):  # the first look: what the status says from the start
         patch.status.update(submission.status.patch())
     if not await _claim_slot(rt, namespace, name):
-        return plan.queued(status, namespace, rt.settings.max_active_per_namespace, now)
+        limit = rt.settings.max_active_per_namespace
+        waits = plan.queued(status, namespace, limit, now, rt.told.get(uid))
+        rt.told[uid] = "Queued"
+        return waits
     run_name = submission.run_name
     try:
         run_id, reused = await asyncio.to_thread(rt.kfp.ensure, run_name, submission.arguments, namespace)
     except (KfpRefused, KfpRejected) as e:
         _release_slot(rt, namespace, name)
-        rt.decided[uid] = REFUSED
+        _decided(rt, uid, REFUSED)
         return plan.kfp_refused(status, isinstance(e, KfpRefused), str(e), now)
     except RunFailedError as e:
         _release_slot(rt, namespace, name)
-        return plan.kfp_unavailable(status, str(e), now)
-    rt.decided[uid] = run_id
+        waits = plan.kfp_unavailable(status, str(e), now, rt.told.get(uid))
+        rt.told[uid] = "KfpUnavailable"
+        return waits
+    _decided(rt, uid, run_id)
     logger.info(f"{'attached to' if reused else 'submitted'} KFP run {run_name} ({run_id})")
     return plan.submitted(status, run_name, run_id, rt.kfp.url(run_id), reused, now)
+
+
+def _decided(rt: Runtime, uid: str, decision: str) -> None:
+    """Remember the create handler's decision (a KFP run id, or REFUSED); the run waits no longer."""
+    rt.decided[uid] = decision
+    rt.told.pop(uid, None)
 
 
 def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> None:
@@ -276,6 +291,7 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
         status: Any, namespace: str, name: str, uid: str, memo: Runtime, logger: logging.Logger, **_: Any
     ) -> None:
         _release_slot(memo, namespace, name)
+        memo.told.pop(uid, None)
         run_id = plan.to_terminate(status, memo.decided.pop(uid, None))
         if run_id is None:
             return
@@ -347,7 +363,7 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
             return  # none yet (still waiting to be submitted), or a submission started meanwhile
         async with memo.slot_lock:  # it runs: it holds its slot, whatever the limit says
             memo.slots[namespace].add(name)
-        memo.decided[uid] = run_id
+        _decided(memo, uid, run_id)
         logger.warning(f"KFP run {run_name} ({run_id}) was missing from the status: following it again")
         repaired = plan.repaired(status, run_name, run_id, memo.kfp.url(run_id), memo.clock())
         apply_outcome(repaired, body, patch, memo)

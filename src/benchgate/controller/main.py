@@ -45,12 +45,18 @@ def build(
     register(registry, settings)
     register_schedules(registry, settings)
 
+    api_backoffs_s = list(settings.api_backoffs_s)
+
     @kopf.on.startup(registry=registry)
     async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         # No CRD or namespace scanning: the resources are known, and RBAC grants nothing for scanning.
         settings.scanning.disabled = True
         settings.posting.level = logging.WARNING
         settings.watching.reconnect_backoff = 1.0
+        # A timer's status write that fails past kopf's last retry stops that timer for the object
+        # until the controller restarts (kopf does not catch it): the retries outlast an API server
+        # restarting or failing over (about 15 minutes, not kopf's 54 s).
+        settings.networking.error_backoffs = api_backoffs_s
         # A run deleted while one of its timers is mid-call (the TTL timer deletes its own object)
         # keeps its finalizer until kopf looks again: every second, not kopf's default minute.
         settings.background.cancellation_polling = 1.0

@@ -128,15 +128,16 @@ def slot_free(held: set[str], name: str, limit: int) -> bool:
     return name in held or limit <= 0 or len(held) < limit
 
 
-def queued(status: View, namespace: str, limit: int, now: datetime) -> Outcome:
-    """No free slot: Pending (reason Queued); the dispatch timer looks again every poll interval."""
+def queued(status: View, namespace: str, limit: int, now: datetime, told: str | None = None) -> Outcome:
+    """No free slot: Pending (reason Queued); the dispatch timer looks again every poll interval.
+    `told`: the reason this controller last told of the run's wait (`_pending`)."""
     message = f"waiting: {limit} BenchmarkRuns of namespace {namespace} are submitted or running"
-    return _pending(status, "Queued", message, now)
+    return _pending(status, "Queued", message, now, told)
 
 
-def kfp_unavailable(status: View, message: str, now: datetime) -> Outcome:
+def kfp_unavailable(status: View, message: str, now: datetime, told: str | None = None) -> Outcome:
     """KFP unreachable or answering 5xx: Pending (reason KfpUnavailable); submitted again later."""
-    return _pending(status, "KfpUnavailable", message, now)
+    return _pending(status, "KfpUnavailable", message, now, told)
 
 
 # The reasons a run waits for: a slot of its namespace's limit, or KFP.
@@ -155,10 +156,15 @@ def waiting(status: View) -> bool:
     )
 
 
-def _pending(status: View, reason: str, message: str, now: datetime) -> Outcome:
+def _pending(status: View, reason: str, message: str, now: datetime, told: str | None) -> Outcome:
     """Pending, condition Submitted False `reason`. Waiting is a state, not an error: an Event when the
     run starts waiting for this reason (normal for a queue, a warning for KFP), and the same wait seen
-    again by the next look writes and tells nothing."""
+    again by the next look writes and tells nothing.
+
+    What was said is `told`, the reason this controller last told of this run, before the status: the
+    status a handler is given can predate the write of the look before (kopf writes after the handler
+    returns, and a replayed or queued watch event carries the old body), and would tell the same wait
+    twice. The status speaks only for a controller that has told nothing yet (one just restarted)."""
     current: Mapping[str, Any] = next(
         (c for c in status.get("conditions") or [] if c.get("type") == "Submitted"), {}
     )
@@ -166,14 +172,15 @@ def _pending(status: View, reason: str, message: str, now: datetime) -> Outcome:
     same = same and current.get("reason") == reason
     if same and current.get("message") == message:
         return Outcome()
-    told = None if same else (reason, message)
+    said = (reason if same else None) if told is None else told
+    news = None if said == reason else (reason, message)
     return Outcome(
         status=BenchmarkRunStatus(
             phase=st.PENDING,
             conditions=_conditions(status, st.condition("Submitted", False, reason, message, now)),
         ),
-        notice=told if reason == "Queued" else None,
-        warning=told if reason != "Queued" else None,
+        notice=news if reason == "Queued" else None,
+        warning=news if reason != "Queued" else None,
     )
 
 

@@ -172,6 +172,11 @@ class Due:
 
     spec: BenchmarkScheduleSpec
     time: datetime
+    schedule: str = ""  # the schedule's name
+
+    def run_name(self) -> str:
+        """The name of the run this time creates."""
+        return run_name(self.schedule, self.time)
 
     def handled(self) -> BenchmarkScheduleStatus:
         """The status that records this time as handled (the timer writes it before anything remote:
@@ -245,7 +250,7 @@ def look(
     if parsed.suspend or too_late(parsed, due, now):
         why = "suspended" if parsed.suspend else "missed by more than startingDeadlineSeconds"
         return Outcome(status=_scheduled(due, status, False, "Skipped", f"{timestamp(due)}: {why}", now))
-    return Due(parsed, due)
+    return Due(parsed, due, str(meta.get("name") or ""))
 
 
 def forbidden(
@@ -267,16 +272,33 @@ def branch_unresolved(due: Due, status: Mapping[str, Any], message: str, now: da
     )
 
 
-def create_refused(due: Due, status: Mapping[str, Any], message: str, now: datetime) -> Outcome:
+def refusal(due: Due, message: str) -> str:
+    """A refused create as it is told once: the API server's answer without the run's name, which is
+    another at every cron time (and which the answer may repeat)."""
+    return message.replace(due.run_name(), "")
+
+
+def create_refused(
+    due: Due, status: Mapping[str, Any], message: str, now: datetime, told: str | None = None
+) -> Outcome:
     """The API server refused the scheduled run (a quota, an admission policy, RBAC): this time is
-    skipped. The Event is posted when the refusal is new, not again at every time it repeats."""
-    told = any(
-        c.get("type") == "Scheduled" and c.get("reason") == "CreateRefused" and c.get("message") == message
-        for c in status.get("conditions") or []
-    )
+    skipped. The Event is posted when the refusal is new, not again at every time it repeats: the same
+    `refusal` as `told` (what this controller last told of the schedule, when it told any since the
+    schedule's last handled time) or, when it told none (it just started), as the status says (its
+    Scheduled condition names the run of the last scheduled time)."""
+    said = told
+    if said is None:
+        last = parse_time(status.get("lastScheduleTime"))
+        before = [
+            c.get("message") or ""
+            for c in status.get("conditions") or []
+            if c.get("type") == "Scheduled" and c.get("reason") == "CreateRefused"
+        ]
+        if before and last is not None:
+            said = refusal(Due(due.spec, last, due.schedule), before[0])
     return Outcome(
         status=_scheduled(due.time, status, False, "CreateRefused", message, now),
-        warning=None if told else ("CreateRefused", message),
+        warning=None if said == refusal(due, message) else ("CreateRefused", message),
     )
 
 

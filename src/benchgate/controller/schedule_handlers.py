@@ -46,8 +46,13 @@ def register_schedules(registry: kopf.OperatorRegistry, settings: ControllerSett
             apply_outcome(Outcome(status=reconciled), body, patch, rt)
         due = sched.look(spec, status, meta, now)
         if isinstance(due, Outcome):  # invalid, nothing due, or skipped
+            if due.status is not None:  # a time handled: a refusal told before is over
+                rt.told.pop(uid, None)
             apply_outcome(due, body, patch, rt)
             return
+        # The refusal told at an earlier time, if any (the status may not show it yet): only a refusal
+        # at this time keeps it.
+        refused_before = rt.told.pop(uid, None)
         # The time is handled from here on: kopf writes the patch even when a call below fails.
         patch.status.update(due.handled().patch())
         owned = sched.owned_runs(await asyncio.to_thread(rt.kube.list, namespace), uid)
@@ -69,7 +74,8 @@ def register_schedules(registry: kopf.OperatorRegistry, settings: ControllerSett
         try:
             await asyncio.to_thread(rt.kube.create, creation.manifest)
         except (ConfigError, RunFailedError) as e:  # refused or failing: a condition, not a traceback
-            apply_outcome(sched.create_refused(due, status, str(e), now), body, patch, rt)
+            apply_outcome(sched.create_refused(due, status, str(e), now, refused_before), body, patch, rt)
+            rt.told[uid] = sched.refusal(due, str(e))
             return
         for old in creation.prune:
             await asyncio.to_thread(rt.kube.delete, namespace, old)

@@ -46,6 +46,12 @@ from benchgate.errors import ConfigError
 from benchgate.kfp.api import Connection, connection_from_env
 from benchgate.kfp.submit import DEFAULT_EXPERIMENT
 
+# How kopf retries a failing Kubernetes API request (seconds before each retry): kopf's own first steps,
+# then every minute, about 15 minutes in all (kopf's default gives up after 54 s). A timer whose status
+# write still fails after the last retry is never run again for that object until the controller
+# restarts: an API server down for minutes (an upgrade, a failover) must not leave runs unfollowed.
+API_RETRY_BACKOFFS_S: tuple[float, ...] = (1, 1, 2, 3, 5, 8, 13, 21, 30) + (60,) * 14
+
 
 @dataclass(frozen=True)
 class ControllerSettings:
@@ -68,6 +74,9 @@ class ControllerSettings:
     # Not from the environment: how long one look at MLflow (a verdict, a history check) waits for a
     # server that does not answer before it reports it down. Tests shorten it.
     mlflow_wait_s: float = 10.0
+    # Not from the environment: the delays of kopf's retries of a failing API request (see
+    # API_RETRY_BACKOFFS_S). Tests shorten them.
+    api_backoffs_s: tuple[float, ...] = API_RETRY_BACKOFFS_S
 
 
 def _number(environ: Mapping[str, str], key: str, default: float, minimum: float) -> float:

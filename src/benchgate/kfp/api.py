@@ -189,8 +189,20 @@ class KfpApi:
         return namespace
 
     def experiment_id(self, name: str, namespace: str | None = None) -> str:
-        """The experiment `name` (in `namespace` on a multi-user KFP), created when it is missing."""
-        found = self._call(lambda: self.client.create_experiment(name, namespace=namespace), quiet=True)
+        """The experiment `name` (in `namespace` on a multi-user KFP), created when it is missing. Two
+        clients that both found none create it at the same moment, and KFP refuses the second ("already
+        exist", HTTP 409): that one reads the experiment the first made."""
+        from kfp_server_api.exceptions import ApiException
+
+        def found_or_created() -> Any:
+            try:
+                return self.client.create_experiment(name, namespace=namespace)
+            except ApiException as e:
+                if e.status != 409 and "already exist" not in str(e.body or ""):
+                    raise
+            return self.client.get_experiment(experiment_name=name, namespace=namespace)
+
+        found = self._call(found_or_created, quiet=True)
         return str(found.experiment_id)
 
     def find_run(self, experiment_id: str, run_name: str) -> str | None:

@@ -224,6 +224,9 @@ async def test_without_peering_both_instances_act(peers: Peers) -> None:
     (BENCHGATE_PEERING empty, as every controller ran before) both handle the same BenchmarkRun."""
     first = await peers.start("first", priority=0, peering="")
     second = await peers.start("second", priority=0, peering="")
+    # A slow KFP keeps the first submission in flight until the second instance has taken up the new
+    # object too: otherwise, on a loaded host, it may only see the first's finished status, and skip.
+    peers.cluster.kfp.scenario.create_delay_s = 1.0
     await peers.cluster.create(run_manifest("pr-1"))
     await peers.cluster.phase("pr-1", "Running")
     await peers.cluster.wait(

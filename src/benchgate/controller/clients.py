@@ -26,6 +26,7 @@ from benchgate.controller.settings import ControllerSettings
 from benchgate.errors import ConfigError, RunFailedError
 from benchgate.kfp.api import KfpApi, KfpRefused, kfp_namespace, preflight
 from benchgate.kfp.submit import compile_package, ensure_run, load_package
+from benchgate.kit import kube
 
 if TYPE_CHECKING:
     from benchgate.tracking.client import Tracker
@@ -159,18 +160,9 @@ class KubeRuns:
     """BenchmarkRun objects through the Kubernetes API: create, list by namespace, delete."""
 
     def __init__(self, host: str | None = None) -> None:
-        from kubernetes import client, config
+        from kubernetes import client
 
-        if host:  # an explicit API endpoint (an emulator in tests, or a proxy)
-            configuration = client.Configuration()
-            configuration.host = host
-            api_client = client.ApiClient(configuration)
-        else:
-            try:
-                config.load_incluster_config()
-            except config.ConfigException:
-                config.load_kube_config()
-            api_client = client.ApiClient()
+        api_client = kube.api_client(host)  # `host`: an explicit endpoint (an emulator in tests, a proxy)
         self.api = client.CustomObjectsApi(api_client)
 
     def create(self, manifest: dict[str, Any]) -> bool:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from benchgate.errors import ConfigError, RunFailedError
+from benchgate.kit import kube
 
 GROUP = "trainer.kubeflow.org"
 VERSION = "v1alpha1"
@@ -42,18 +43,9 @@ class TrainJobs:
     """The TrainJobs of one namespace, and their rank-0 pods and logs."""
 
     def __init__(self, namespace: str, host: str | None = None) -> None:
-        from kubernetes import client, config
+        from kubernetes import client
 
-        if host:  # an explicit API endpoint (an emulator in tests, or a proxy)
-            configuration = client.Configuration()
-            configuration.host = host
-            api_client = client.ApiClient(configuration)
-        else:
-            try:
-                config.load_incluster_config()
-            except config.ConfigException:
-                config.load_kube_config()
-            api_client = client.ApiClient()
+        api_client = kube.api_client(host)  # `host`: an explicit endpoint (an emulator in tests, a proxy)
         self.namespace = namespace
         self.custom = client.CustomObjectsApi(api_client)
         self.core = client.CoreV1Api(api_client)

@@ -435,6 +435,40 @@ def test_the_run_branches_on_multi_node_and_runs_on_one_node_by_default(
     assert _conditions(spec, launcher[0]) == [ACROSS_NODES]
 
 
+def test_the_local_pipeline_is_the_one_node_branch_alone_with_the_same_parameters(
+    pipeline: tuple[dict[str, Any], dict[str, Any]], tmp_path: Path
+) -> None:
+    """`benchgate run` compiles the pipeline without the branch it can never take: the same parameters,
+    the same one-node tasks and their pod settings, no TrainJob launcher and no multi_node condition."""
+    from benchgate.kfp.compile import compile_to
+    from benchgate.kfp.pipeline import local_pipeline
+
+    cluster, _ = pipeline
+    local, _ = _load(compile_to(local_pipeline(), tmp_path / "local.yaml"))
+    assert local["root"]["inputDefinitions"] == cluster["root"]["inputDefinitions"]
+    assert not _tasks_by_display_name(local, "bench ws=N (TrainJob)")
+    (single,) = _tasks_by_display_name(local, "bench ws=N")
+    assert _conditions(local, single[0]) == []
+    assert "pipelinechannel--multi_node'] == false" not in yaml.safe_dump(local)
+    one_node = sorted(
+        name
+        for component in cluster["components"].values()
+        if "dag" in component
+        for name in (t["taskInfo"]["name"] for t in component["dag"]["tasks"].values())
+    )
+    in_local = sorted(
+        name
+        for component in [local["root"], *local["components"].values()]
+        if "dag" in component
+        for name in (t["taskInfo"]["name"] for t in component["dag"]["tasks"].values())
+    )
+    # Every task of the local pipeline is one of the cluster's, and it has half of the run's tasks.
+    # (KFP numbers its condition-branches groups afresh in each; the named tasks must match.)
+    named = {name for name in in_local if not name.startswith("condition-")}
+    assert named <= set(one_node) and ONE_NODE not in in_local
+    assert in_local.count("bench ws=1") == 1 and one_node.count("bench ws=1") == 2
+
+
 def test_the_trainjob_launcher_is_a_light_cpu_pod_that_passes_the_nodes_settings_on(
     pipeline: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:

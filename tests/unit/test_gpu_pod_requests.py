@@ -25,7 +25,7 @@ from benchgate.controller.resources import (
 )
 from benchgate.errors import ConfigError
 from benchgate.kfp.params import CPU_QUANTITY_PATTERN, MEMORY_QUANTITY_PATTERN, request_parameter
-from benchgate.kfp.pipeline import benchgate_pipeline
+from benchgate.kfp.pipeline import cluster_pipeline
 from benchgate.kfp.submit import build_arguments, pipeline_parameter_names
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ def test_the_requests_of_a_benchmark_run_reach_the_kfp_run_parameters() -> None:
 
 
 def test_a_run_without_requests_gets_the_pipelines_defaults() -> None:
-    defaults = inspect.signature(benchgate_pipeline.pipeline_func).parameters
+    defaults = inspect.signature(cluster_pipeline().pipeline_func).parameters
     arguments = arguments_for(GOOD_RUN)
     assert arguments["gpu_cpu_request"] == defaults["gpu_cpu_request"].default == "8"
     assert arguments["gpu_memory_request"] == defaults["gpu_memory_request"].default == "32Gi"

@@ -26,7 +26,7 @@ from kfp import compiler
 from kfp.dsl.base_component import BaseComponent
 
 from benchgate.kfp.components import ALL
-from benchgate.kfp.pipeline import benchgate_pipeline
+from benchgate.kfp.pipeline import cluster_pipeline
 
 PIPELINE_FILE = Path("pipelines/benchgate.yaml")
 COMPONENTS_DIR = Path("components")
@@ -73,7 +73,7 @@ def compile_to(component: BaseComponent, path: Path) -> Path:
 def compile_all(root: Path) -> list[Path]:
     """Write the pipeline and component YAML under `root`; returns the files written."""
     (root / PIPELINE_FILE).parent.mkdir(parents=True, exist_ok=True)
-    written = [compile_to(benchgate_pipeline, root / PIPELINE_FILE)]
+    written = [compile_to(cluster_pipeline(), root / PIPELINE_FILE)]
     (root / COMPONENTS_DIR).mkdir(parents=True, exist_ok=True)
     for component in ALL:
         written.append(

@@ -173,7 +173,7 @@ def _run_pipeline(
 ) -> GateOutcome:
     from kfp import local
 
-    from benchgate.kfp.pipeline import benchgate_pipeline
+    from benchgate.kfp.pipeline import local_pipeline
 
     out_dir = out.path
     pipeline_root = out_dir / PIPELINE_DIR
@@ -194,7 +194,7 @@ def _run_pipeline(
         # running them in this environment is the point.
         warnings.filterwarnings("ignore", message=".*non-Python base image.*")
         warnings.filterwarnings("ignore", message=".*have no effect in the current local runner.*")
-        benchgate_pipeline(
+        local_pipeline()(
             **arguments, commit=commit, repository=repository, branch=branch, base_commit=base_commit
         )
     timed.seconds["pipeline"] = time.perf_counter() - started

@@ -32,7 +32,8 @@ Why this shape:
   `dsl.If` on the parameter around the whole run, the single-node branch first: the env task's GPU count
   differs (one node's, gpus_per_node), and kfp.local (2.17) cannot merge the artifacts of exclusive
   branches (`dsl.OneOf` of artifacts), so each branch holds its own downstream tasks. A/B stays on one
-  node: across nodes it decides ws=1 only.
+  node: across nodes it decides ws=1 only. `benchgate run` runs `local_pipeline`, built without that
+  branch (it cannot be taken without a cluster), so a local run compiles half of the cluster's graph.
 
 Platform settings come from parameters (kfp-kubernetes): the accelerator resource and count, the GPU
 pool's node selector and tolerations, the GPU pods' CPU and memory requests, the MLflow credentials
@@ -50,11 +51,13 @@ data through it. Its pages count as the pod's memory, against `gpu_memory_reques
 it (kfp-kubernetes takes the size at compile time only, so it is no parameter).
 """
 
+import functools
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kfp import dsl, kubernetes
+from kfp.dsl.graph_component import GraphComponent
 
 from benchgate.config import DEFAULT_WORKLOAD, RunConfig
 from benchgate.kfp import components as c
@@ -105,200 +108,232 @@ def on_gpu_pool(
     return task
 
 
-@dsl.pipeline(
-    name=PIPELINE_NAME,
-    description="Benchmark PyTorch training at ws=1 and ws=N, evaluate, trace, and gate regressions "
-    "against the baseline of the same machine profile.",
+DESCRIPTION = (
+    "Benchmark PyTorch training at ws=1 and ws=N, evaluate, trace, and gate regressions against the "
+    "baseline of the same machine profile."
 )
-def benchgate_pipeline(
-    commit: str = "",
-    repository: str = "",
-    branch: str = "",
-    base_commit: str = "",
-    workload: str = DEFAULT_WORKLOAD,
-    workload_args: str = "{}",
-    world_size_n: int = DEFAULT_WORLD_SIZE_N,
-    steps: int = 60,
-    warmup: int = 10,
-    tolerances: dict = {},  # noqa: B006 - KFP reads parameter defaults as literals
-    update_baseline: str = "auto",
-    baseline_dir: str = CLUSTER_BASELINE_DIR,
-    baseline_pvc: str = "",
-    accelerator_type: str = "nvidia.com/gpu",
-    gpu_node_selector: dict = {},  # noqa: B006
-    gpu_tolerations: list = [GPU_TOLERATION],  # noqa: B006
-    gpu_cpu_request: str = GPU_CPU_REQUEST,
-    gpu_memory_request: str = GPU_MEMORY_REQUEST,
-    mlflow_tracking_uri: str = "",
-    mlflow_secret: str = "benchgate-mlflow",
-    multi_node: bool = False,
-    gpus_per_node: int = DEFAULT_GPUS_PER_NODE,
-    trainer_runtime: str = DEFAULT_TRAINER_RUNTIME,
-    config: dict = {},  # noqa: B006
-) -> None:
-    """The benchgate gate on one commit.
 
-    Args:
-        commit: Full SHA of `repository` to benchmark (empty: the code in the image).
-        repository: Git URL of the code under test.
-        branch: The commit's branch (baselines update on main).
-        base_commit: Full SHA of the base for A/B timing (empty: the profile's baseline run's commit).
-        workload: Workload factory as 'module:function'.
-        workload_args: The workload factory's keyword arguments as a JSON object, e.g.
-            {"hidden": 512, "size": "tiny"}. Each keeps its JSON type: 512 is an int, 512.0 a float,
-            "512" a string, true a boolean.
-        world_size_n: GPUs of the ws=N task (1: ws=1 only).
-        steps: Measured training steps per world size (at least 3).
-        warmup: Steps run before measuring.
-        tolerances: What counts as a regression, as benchgate's gate.tolerances, e.g.
-            {"throughput_drop_pct": 5}.
-        update_baseline: auto (on main, when the timing passes), always or never.
-        gpu_cpu_request: CPU request of each GPU task's pod, a Kubernetes quantity ("8", "7500m").
-        gpu_memory_request: Memory request of each GPU task's pod, a Kubernetes quantity ("32Gi"); the
-            task's /dev/shm (up to 16Gi) counts against it.
-        multi_node: Run ws=N across nodes as a Kubeflow Trainer TrainJob (docs/multinode.md); true
-            only with world_size_n larger than, and a multiple of, gpus_per_node. `benchgate submit`
-            sets it when gpus_per_node is given and world_size_n is larger.
-        gpus_per_node: GPUs of one node, each multi-node pod's (and the env task's) GPU count.
-        trainer_runtime: The ClusterTrainingRuntime of the TrainJob (torch framework).
-        config: Any other benchgate setting, shaped like the TOML file, e.g. {"eval": {"enabled":
-            false}}; the named parameters win, and workload arguments go in workload_args.
-    """
 
-    def on_gpus(task: dsl.PipelineTask, count: object) -> dsl.PipelineTask:
-        return on_gpu_pool(
-            task,
-            count,
-            accelerator_type=accelerator_type,
-            node_selector=gpu_node_selector,
-            tolerations=gpu_tolerations,
-            cpu_request=gpu_cpu_request,
-            memory_request=gpu_memory_request,
-        )
+def _define(one_node_only: bool) -> Callable[..., None]:
+    """The pipeline function, to be decorated by `dsl.pipeline` (which builds the graph by running it).
 
-    def on_cpu(task: dsl.PipelineTask) -> dsl.PipelineTask:
-        return task.set_cpu_request(LIGHT_CPU_REQUEST).set_memory_request(LIGHT_MEMORY_REQUEST)
+    `one_node_only` leaves out the multi-node branch: a local run can never take it (no cluster, no
+    TrainJob), and each branch holds the whole run, so building it would double what every local run
+    compiles. The parameters are the same either way."""
 
-    def common(task: dsl.PipelineTask, name: str) -> dsl.PipelineTask:
-        task.set_display_name(name).set_caching_options(False)
-        kubernetes.use_secret_as_env(task, mlflow_secret, MLFLOW_SECRET_KEYS, optional=True)
-        return task
+    def benchgate(
+        commit: str = "",
+        repository: str = "",
+        branch: str = "",
+        base_commit: str = "",
+        workload: str = DEFAULT_WORKLOAD,
+        workload_args: str = "{}",
+        world_size_n: int = DEFAULT_WORLD_SIZE_N,
+        steps: int = 60,
+        warmup: int = 10,
+        tolerances: dict = {},  # noqa: B006 - KFP reads parameter defaults as literals
+        update_baseline: str = "auto",
+        baseline_dir: str = CLUSTER_BASELINE_DIR,
+        baseline_pvc: str = "",
+        accelerator_type: str = "nvidia.com/gpu",
+        gpu_node_selector: dict = {},  # noqa: B006
+        gpu_tolerations: list = [GPU_TOLERATION],  # noqa: B006
+        gpu_cpu_request: str = GPU_CPU_REQUEST,
+        gpu_memory_request: str = GPU_MEMORY_REQUEST,
+        mlflow_tracking_uri: str = "",
+        mlflow_secret: str = "benchgate-mlflow",
+        multi_node: bool = False,
+        gpus_per_node: int = DEFAULT_GPUS_PER_NODE,
+        trainer_runtime: str = DEFAULT_TRAINER_RUNTIME,
+        config: dict = {},  # noqa: B006
+    ) -> None:
+        """The benchgate gate on one commit.
 
-    def gate_run(across_nodes: bool) -> None:
-        """The whole run; with `across_nodes` the ws=N bench is a TrainJob, and every GPU pod here asks
-        for one node's GPUs (gpus_per_node) or fewer, never world_size_n."""
-        node_gpus = gpus_per_node if across_nodes else world_size_n
-        env = c.capture_env(
-            config=config,
-            workload=workload,
-            workload_args=workload_args,
-            world_size_n=world_size_n,
-            steps=steps,
-            warmup=warmup,
-            tolerances=tolerances,
-            update_baseline=update_baseline,
-            baseline_dir=baseline_dir,
-            mlflow_tracking_uri=mlflow_tracking_uri,
-            repository=repository,
-            commit=commit,
-            branch=branch,
-            base_commit=base_commit,
-            # The run's key in MLflow: resolved by KFP (and kfp.local) to this pipeline run's id.
-            kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-            kfp_run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
-            multi_node=across_nodes,
-            gpus_per_node=gpus_per_node,
-        )
-        on_gpus(common(env, "env"), node_gpus)
-        setup = env.outputs["setup"]
+        Args:
+            commit: Full SHA of `repository` to benchmark (empty: the code in the image).
+            repository: Git URL of the code under test.
+            branch: The commit's branch (baselines update on main).
+            base_commit: Full SHA of the base for A/B timing (empty: the profile's baseline run's commit).
+            workload: Workload factory as 'module:function'.
+            workload_args: The workload factory's keyword arguments as a JSON object, e.g.
+                {"hidden": 512, "size": "tiny"}. Each keeps its JSON type: 512 is an int, 512.0 a float,
+                "512" a string, true a boolean.
+            world_size_n: GPUs of the ws=N task (1: ws=1 only).
+            steps: Measured training steps per world size (at least 3).
+            warmup: Steps run before measuring.
+            tolerances: What counts as a regression, as benchgate's gate.tolerances, e.g.
+                {"throughput_drop_pct": 5}.
+            update_baseline: auto (on main, when the timing passes), always or never.
+            gpu_cpu_request: CPU request of each GPU task's pod, a Kubernetes quantity ("8", "7500m").
+            gpu_memory_request: Memory request of each GPU task's pod, a Kubernetes quantity ("32Gi"); the
+                task's /dev/shm (up to 16Gi) counts against it.
+            multi_node: Run ws=N across nodes as a Kubeflow Trainer TrainJob (docs/multinode.md); true
+                only with world_size_n larger than, and a multiple of, gpus_per_node. `benchgate submit`
+                sets it when gpus_per_node is given and world_size_n is larger.
+            gpus_per_node: GPUs of one node, each multi-node pod's (and the env task's) GPU count.
+            trainer_runtime: The ClusterTrainingRuntime of the TrainJob (torch framework).
+            config: Any other benchgate setting, shaped like the TOML file, e.g. {"eval": {"enabled":
+                false}}; the named parameters win, and workload arguments go in workload_args.
+        """
 
-        bench_1 = on_gpus(common(c.bench(setup=setup, world_size=1, skip_if_one=False), "bench ws=1"), 1)
-        if across_nodes:
-            # A launcher: the nodes' pods are the TrainJob's, this one only creates and follows it.
-            launcher = c.bench_multinode(
-                setup=setup,
-                world_size=world_size_n,
-                gpus_per_node=gpus_per_node,
-                trainer_runtime=trainer_runtime,
-                image=c.BENCH_IMAGE,
+        def on_gpus(task: dsl.PipelineTask, count: object) -> dsl.PipelineTask:
+            return on_gpu_pool(
+                task,
+                count,
                 accelerator_type=accelerator_type,
-                gpu_node_selector=gpu_node_selector,
-                gpu_tolerations=gpu_tolerations,
-                gpu_cpu_request=gpu_cpu_request,
-                gpu_memory_request=gpu_memory_request,
+                node_selector=gpu_node_selector,
+                tolerations=gpu_tolerations,
+                cpu_request=gpu_cpu_request,
+                memory_request=gpu_memory_request,
             )
-            bench_n = on_cpu(common(launcher, "bench ws=N (TrainJob)")).after(bench_1)
-        else:
-            bench_n = on_gpus(
-                common(c.bench(setup=setup, world_size=world_size_n, skip_if_one=True), "bench ws=N"),
-                world_size_n,
-            ).after(bench_1)
-        evaluation = on_gpus(common(c.evaluate(setup=setup), "eval"), 1).after(bench_n)
-        profile = on_gpus(common(c.trace(setup=setup), "trace"), 1).after(bench_n)
 
-        def judged(volume: bool) -> None:
-            """compare -> (A/B) -> gate; with `volume`, compare and A/B mount the baseline_pvc volume."""
+        def on_cpu(task: dsl.PipelineTask) -> dsl.PipelineTask:
+            return task.set_cpu_request(LIGHT_CPU_REQUEST).set_memory_request(LIGHT_MEMORY_REQUEST)
 
-            def stores(task: dsl.PipelineTask) -> dsl.PipelineTask:
-                if volume:
-                    kubernetes.mount_pvc(task, baseline_pvc, CLUSTER_BASELINE_MOUNT)
-                return task
+        def common(task: dsl.PipelineTask, name: str) -> dsl.PipelineTask:
+            task.set_display_name(name).set_caching_options(False)
+            kubernetes.use_secret_as_env(task, mlflow_secret, MLFLOW_SECRET_KEYS, optional=True)
+            return task
 
-            screened = c.compare(
-                setup=setup,
-                bench_1=bench_1.outputs["results"],
-                bench_n=bench_n.outputs["results"],
-                evaluation=evaluation.outputs["results"],
-                trace=profile.outputs["trace"],
-                # The task keeps its stores under the volume's mount, or pod-local without one.
-                baseline_pvc=baseline_pvc,
+        def gate_run(across_nodes: bool) -> None:
+            """The whole run; with `across_nodes` the ws=N bench is a TrainJob, and every GPU pod here asks
+            for one node's GPUs (gpus_per_node) or fewer, never world_size_n."""
+            node_gpus = gpus_per_node if across_nodes else world_size_n
+            env = c.capture_env(
+                config=config,
+                workload=workload,
+                workload_args=workload_args,
+                world_size_n=world_size_n,
+                steps=steps,
+                warmup=warmup,
+                tolerances=tolerances,
+                update_baseline=update_baseline,
+                baseline_dir=baseline_dir,
+                mlflow_tracking_uri=mlflow_tracking_uri,
+                repository=repository,
+                commit=commit,
+                branch=branch,
+                base_commit=base_commit,
+                # The run's key in MLflow: resolved by KFP (and kfp.local) to this pipeline run's id.
+                kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+                kfp_run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
                 multi_node=across_nodes,
+                gpus_per_node=gpus_per_node,
             )
-            compared = stores(on_cpu(common(screened, "compare")))
-            with dsl.If(compared.outputs["ab_world_sizes"] == "", name="verdict final"):
-                on_cpu(common(c.gate(results=compared.outputs["results"]), "gate"))
-            with dsl.Else(name="timing undecided: A/B"):
-                # Across nodes, A/B decides ws=1 only (compare hands it no other): one GPU is enough.
-                ab_gpus = 1 if across_nodes else world_size_n
-                decided = stores(
-                    on_gpus(
-                        common(
-                            c.ab(
-                                setup=setup,
-                                compared=compared.outputs["results"],
-                                world_sizes=compared.outputs["ab_world_sizes"],
-                                base_commit=compared.outputs["base_commit"],
-                                # KFP 2.17 threads a pipeline parameter into a condition's sub-DAG only
-                                # when a component input uses it; the pod settings of on_gpus need these.
-                                gpus=ab_gpus,
-                                accelerator_type=accelerator_type,
-                                gpu_cpu_request=gpu_cpu_request,
-                                gpu_memory_request=gpu_memory_request,
-                                baseline_pvc=baseline_pvc,
-                            ),
-                            "A/B",
-                        ),
-                        ab_gpus,
-                    )
+            on_gpus(common(env, "env"), node_gpus)
+            setup = env.outputs["setup"]
+
+            bench_1 = on_gpus(common(c.bench(setup=setup, world_size=1, skip_if_one=False), "bench ws=1"), 1)
+            if across_nodes:
+                # A launcher: the nodes' pods are the TrainJob's, this one only creates and follows it.
+                launcher = c.bench_multinode(
+                    setup=setup,
+                    world_size=world_size_n,
+                    gpus_per_node=gpus_per_node,
+                    trainer_runtime=trainer_runtime,
+                    image=c.BENCH_IMAGE,
+                    accelerator_type=accelerator_type,
+                    gpu_node_selector=gpu_node_selector,
+                    gpu_tolerations=gpu_tolerations,
+                    gpu_cpu_request=gpu_cpu_request,
+                    gpu_memory_request=gpu_memory_request,
                 )
-                on_cpu(common(c.gate(results=decided.outputs["results"]), "gate (A/B)"))
+                bench_n = on_cpu(common(launcher, "bench ws=N (TrainJob)")).after(bench_1)
+            else:
+                bench_n = on_gpus(
+                    common(c.bench(setup=setup, world_size=world_size_n, skip_if_one=True), "bench ws=N"),
+                    world_size_n,
+                ).after(bench_1)
+            evaluation = on_gpus(common(c.evaluate(setup=setup), "eval"), 1).after(bench_n)
+            profile = on_gpus(common(c.trace(setup=setup), "trace"), 1).after(bench_n)
 
-        # The baseline volume is optional: MLflow holds baselines and history, the stores are its cache.
-        # The branch without one comes first, so its tasks keep the plain names (compare, ab, gate) that
-        # a local run's task directories have always had.
-        with dsl.If(baseline_pvc == "", name="no volume: pod-local stores"):
-            judged(volume=False)
-        with dsl.Else(name="baseline volume"):
-            judged(volume=True)
+            def judged(volume: bool) -> None:
+                """compare -> (A/B) -> gate; with `volume`, compare and A/B mount the baseline_pvc volume."""
 
-    # One node first, for the same reason: a local run (never multi-node) keeps its tasks' plain names.
-    # Each branch is the whole run: the env task's GPU count differs (the pod must be one the ws=N bench
-    # could run on), and kfp.local cannot merge artifacts of exclusive branches (dsl.OneOf), so nothing
-    # downstream of the bench reads across a condition.
-    with dsl.If(multi_node == False, name="one node"):  # noqa: E712 - a KFP condition, not a Python test
-        gate_run(across_nodes=False)
-    with dsl.Else(name="across nodes: TrainJob"):
-        gate_run(across_nodes=True)
+                def stores(task: dsl.PipelineTask) -> dsl.PipelineTask:
+                    if volume:
+                        kubernetes.mount_pvc(task, baseline_pvc, CLUSTER_BASELINE_MOUNT)
+                    return task
+
+                screened = c.compare(
+                    setup=setup,
+                    bench_1=bench_1.outputs["results"],
+                    bench_n=bench_n.outputs["results"],
+                    evaluation=evaluation.outputs["results"],
+                    trace=profile.outputs["trace"],
+                    # The task keeps its stores under the volume's mount, or pod-local without one.
+                    baseline_pvc=baseline_pvc,
+                    multi_node=across_nodes,
+                )
+                compared = stores(on_cpu(common(screened, "compare")))
+                with dsl.If(compared.outputs["ab_world_sizes"] == "", name="verdict final"):
+                    on_cpu(common(c.gate(results=compared.outputs["results"]), "gate"))
+                with dsl.Else(name="timing undecided: A/B"):
+                    # Across nodes, A/B decides ws=1 only (compare hands it no other): one GPU is enough.
+                    ab_gpus = 1 if across_nodes else world_size_n
+                    decided = stores(
+                        on_gpus(
+                            common(
+                                c.ab(
+                                    setup=setup,
+                                    compared=compared.outputs["results"],
+                                    world_sizes=compared.outputs["ab_world_sizes"],
+                                    base_commit=compared.outputs["base_commit"],
+                                    # KFP 2.17 threads a pipeline parameter into a condition's sub-DAG only
+                                    # when a component input uses it; the pod settings of on_gpus need these.
+                                    gpus=ab_gpus,
+                                    accelerator_type=accelerator_type,
+                                    gpu_cpu_request=gpu_cpu_request,
+                                    gpu_memory_request=gpu_memory_request,
+                                    baseline_pvc=baseline_pvc,
+                                ),
+                                "A/B",
+                            ),
+                            ab_gpus,
+                        )
+                    )
+                    on_cpu(common(c.gate(results=decided.outputs["results"]), "gate (A/B)"))
+
+            # The baseline volume is optional: MLflow holds baselines and history, the stores are its cache.
+            # The branch without one comes first, so its tasks keep the plain names (compare, ab, gate) that
+            # a local run's task directories have always had.
+            with dsl.If(baseline_pvc == "", name="no volume: pod-local stores"):
+                judged(volume=False)
+            with dsl.Else(name="baseline volume"):
+                judged(volume=True)
+
+        if one_node_only:
+            gate_run(across_nodes=False)
+            return
+        # One node first, for the same reason: its tasks keep the plain names of a local run's.
+        # Each branch is the whole run: the env task's GPU count differs (the pod must be one the ws=N bench
+        # could run on), and kfp.local cannot merge artifacts of exclusive branches (dsl.OneOf), so nothing
+        # downstream of the bench reads across a condition.
+        with dsl.If(multi_node == False, name="one node"):  # noqa: E712 - a KFP condition, not a Python test
+            gate_run(across_nodes=False)
+        with dsl.Else(name="across nodes: TrainJob"):
+            gate_run(across_nodes=True)
+
+    return benchgate
+
+
+# Built on first use, not at import: `dsl.pipeline` runs the function to build the graph (about 1 s for
+# the cluster pipeline), which a light task or the controller's start need not pay.
+@functools.cache
+def cluster_pipeline() -> GraphComponent:
+    """The pipeline `benchgate compile`, `benchgate submit` and the controller send to KFP."""
+    return dsl.pipeline(name=PIPELINE_NAME, description=DESCRIPTION)(_define(one_node_only=False))
+
+
+@functools.cache
+def local_pipeline() -> GraphComponent:
+    """The same pipeline without the multi-node branch, which `benchgate run` runs through kfp.local."""
+    return dsl.pipeline(name=PIPELINE_NAME, description=DESCRIPTION)(_define(one_node_only=True))
+
+
+def parameter_names() -> set[str]:
+    """The pipeline's parameters (without building it)."""
+    return set(inspect.signature(_define(one_node_only=False)).parameters)
 
 
 def validate_pipeline_arguments(arguments: Mapping[str, Any]) -> RunConfig:
@@ -307,7 +342,7 @@ def validate_pipeline_arguments(arguments: Mapping[str, Any]) -> RunConfig:
     This is the env task's first check, made before submitting, so that a bad `--param` is refused
     with exit 2 on the command line instead of failing the run on the cluster.
     """
-    declared = inspect.signature(benchgate_pipeline.pipeline_func).parameters
+    declared = inspect.signature(_define(one_node_only=False)).parameters
     merged = {name: p.default for name, p in declared.items()} | dict(arguments)
     wanted = inspect.signature(config_from_parameters).parameters
     return config_from_parameters(**{name: merged[name] for name in wanted})

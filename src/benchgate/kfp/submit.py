@@ -107,9 +107,9 @@ def build_arguments(
 def compile_package(directory: Path) -> Path:
     """The benchgate pipeline compiled to `directory`/benchgate.yaml (this version of benchgate)."""
     from benchgate.kfp.compile import compile_to
-    from benchgate.kfp.pipeline import benchgate_pipeline
+    from benchgate.kfp.pipeline import cluster_pipeline
 
-    return compile_to(benchgate_pipeline, directory / "benchgate.yaml")
+    return compile_to(cluster_pipeline(), directory / "benchgate.yaml")
 
 
 def load_package(package: Path) -> dict[str, Any]:
@@ -241,8 +241,6 @@ def follow(
 
 
 def pipeline_parameter_names() -> set[str]:
-    import inspect
+    from benchgate.kfp.pipeline import parameter_names
 
-    from benchgate.kfp.pipeline import benchgate_pipeline
-
-    return set(inspect.signature(benchgate_pipeline.pipeline_func).parameters)
+    return parameter_names()

@@ -163,7 +163,7 @@ def test_the_pareto_view_of_real_runs_marks_what_their_files_say(suite_dir: Path
         assert row[5] == quality.get(name, "no perplexity (its run had no eval)")
         assert row[6] == memory[name]
     assert table["broken"][5:] == ["not plotted: error", "not plotted: error"]
-    assert "sleepy is left out of this panel: no perplexity (its run had no eval)." in markdown
+    assert "sleepy is left out of the perplexity panel: no perplexity (its run had no eval)." in markdown
     assert "broken is not plotted: state error: entries[3] 'broken': bench.workload:" in markdown
     padded, tiny = figures["gpt-tiny-padded"], figures["gpt-tiny"]
     assert (
@@ -211,7 +211,7 @@ def test_a_damaged_entry_loses_its_own_point_only(suite_dir: Path) -> None:
     markdown = (suite_dir / "pareto.md").read_text()
     assert f"gpt-tiny is not plotted: its results cannot be read: {metrics}: not valid JSON" in markdown
     table = _table(markdown)
-    assert table["gpt-tiny"][5] == "not plotted: done"
+    assert table["gpt-tiny"][5:] == ["not plotted: results unreadable"] * 2
     assert table["gpt-tiny-padded"][5] == "frontier"  # nothing left on its panel to beat it
 
 

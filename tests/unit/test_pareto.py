@@ -71,7 +71,7 @@ def test_an_entry_without_the_figure_is_left_out_of_that_panel_only() -> None:
     assert [p.name for p in quality.left_out] == ["mlp"]
     assert [p.name for p in quality.frontier] == ["gpt"]  # mlp is faster, but cannot dominate unmeasured
     assert quality.standing("mlp") == "no perplexity (its run had no eval)"
-    assert "mlp is left out of this panel: no perplexity (its run had no eval)." in quality.notes()
+    assert "mlp is left out of the perplexity panel: no perplexity (its run had no eval)." in quality.notes()
     memory = frontier([gpt, mlp], better="peak_memory")
     assert memory.left_out == []
     assert memory.dominated[0].by == mlp

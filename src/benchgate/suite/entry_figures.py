@@ -102,10 +102,6 @@ def read_suite(directory: Path) -> _Suite:
     return suite
 
 
-def _world_sizes(bundle: Bundle) -> set[int]:
-    return set(bundle.metrics)
-
-
 def choose_world_size(bundles: list[Bundle]) -> int | None:
     """The largest world size that every bundle ran, or None where they share none.
 
@@ -114,7 +110,7 @@ def choose_world_size(bundles: list[Bundle]) -> int | None:
     were read at its own largest. The largest shared one is what a suite run with one [bench] world_sizes
     gives every entry alike, and it includes the cost of communication that ws=1 hides.
     """
-    shared = set.intersection(*(_world_sizes(b) for b in bundles)) if bundles else set()
+    shared = set.intersection(*(set(b.metrics) for b in bundles)) if bundles else set()
     return max(shared) if shared else None
 
 

@@ -87,7 +87,10 @@ class Panel:
     def notes(self) -> list[str]:
         """One sentence per dominated or left-out entry."""
         lines = [d.sentence for d in self.dominated]
-        lines += [f"{p.name} is left out of this panel: {MISSING[self.objective]}." for p in self.left_out]
+        label = LABELS[self.objective]
+        lines += [
+            f"{p.name} is left out of the {label} panel: {MISSING[self.objective]}." for p in self.left_out
+        ]
         return lines
 
 

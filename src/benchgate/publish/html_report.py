@@ -29,7 +29,7 @@ _CSS_COLORS = {
 }
 
 
-def _img(png: bytes, alt: str) -> str:
+def img_tag(png: bytes, alt: str) -> str:
     data = base64.b64encode(png).decode("ascii")
     return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}">'
 
@@ -73,7 +73,7 @@ def _next_steps(comparison: Comparison, out_dir: Path | None) -> str:
     return f'<div class="next"><b>Next:</b><ul>{items}</ul></div>'
 
 
-_STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#1f2328}
+PAGE_STYLE = """body{font-family:system-ui,sans-serif;margin:1.5em;color:#1f2328}
 table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #d0d7de;padding:3px 6px;text-align:left}
 th{background:#f6f8fa}img{max-width:100%;display:block;margin:0.5em 0}.meta{color:#57606a}
 .next{background:#fff8c5;border:1px solid #d4a72c;padding:0.4em 0.8em;margin:0.5em 0}.next ul{margin:0.2em 0}
@@ -118,7 +118,7 @@ def html_report(
         changes=ordered.marks(),
     )
     if any("scaling_efficiency_pct" in p.figures for p in points):
-        scaling = _img(
+        scaling = img_tag(
             trend_png(
                 points,
                 [("scaling_efficiency_pct", "largest world size vs. ws=1")],
@@ -139,7 +139,7 @@ def html_report(
         [
             "<!DOCTYPE html>",
             '<html lang="en"><head><meta charset="utf-8">',
-            f"<title>{e(title)}</title><style>{_STYLE}</style></head><body>",
+            f"<title>{e(title)}</title><style>{PAGE_STYLE}</style></head><body>",
             f'<h1>benchgate verdict: <span style="{style}">{e(verdict)}</span> '
             f"(exit {comparison.exit_code})</h1>",
             _next_steps(comparison, out_dir),
@@ -147,9 +147,9 @@ def html_report(
             f"<ul>{notes}</ul>" if notes else "",
             _table(comparison),
             "<h2>Step time, baseline vs. this run</h2>",
-            _img(step_time_png(current, baseline), "step-time distribution per world size"),
+            img_tag(step_time_png(current, baseline), "step-time distribution per world size"),
             "<h2>Throughput over commits</h2>",
-            _img(throughput, "tokens/s p50 over commits"),
+            img_tag(throughput, "tokens/s p50 over commits"),
             "<h2>Change points over these runs</h2>",
             changes_html(ordered),
             "<h2>Scaling efficiency over commits</h2>",

@@ -55,7 +55,7 @@ def _short(commit: str | None) -> str:
     return commit[:8] if commit else "?"
 
 
-def _plain(text: str) -> str:
+def plain(text: str) -> str:
     """Data strings as literal plot text: matplotlib would read a "$" as the start of mathtext."""
     return text.replace("$", r"\$")
 
@@ -73,13 +73,13 @@ def oldest_first(points: Sequence[HistoryPoint]) -> list[HistoryPoint]:
     return sorted(points, key=lambda p: p.created_unix)
 
 
-def _new_figure(width: float, height: float) -> Figure:
+def new_figure(width: float, height: float) -> Figure:
     from matplotlib.figure import Figure
 
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def _png(fig: Figure) -> bytes:
+def figure_png(fig: Figure) -> bytes:
     from PIL import Image
 
     width, height = fig.get_size_inches()
@@ -99,7 +99,7 @@ def _commit_axis(
     ax: Axes, points: Sequence[HistoryPoint], current_last: bool, max_labels: int = 20, xlabel: bool = True
 ) -> None:
     """Short commits as x tick labels, thinned so that a long history stays readable."""
-    labels = [_plain(_short(p.commit)) for p in points]
+    labels = [plain(_short(p.commit)) for p in points]
     if current_last:
         labels[-1] = f"{labels[-1]}\n(this run)"
     step = max(1, math.ceil(len(points) / max_labels))
@@ -142,7 +142,7 @@ def _marker_legend(ax: Axes, changes: bool = False) -> None:
 
 def step_time_png(current: Bundle, baseline: Bundle | None) -> bytes:
     sizes = sorted(current.metrics)
-    fig = _new_figure(min(4.5 * len(sizes), 13.5), 3.6)
+    fig = new_figure(min(4.5 * len(sizes), 13.5), 3.6)
     axes = fig.subplots(1, len(sizes), squeeze=False, sharey=True)[0]
     base_commit = _short(baseline.env.get("git", {}).get("commit")) if baseline else ""
     for ax, ws in zip(axes, sizes, strict=True):
@@ -152,7 +152,7 @@ def step_time_png(current: Bundle, baseline: Bundle | None) -> bytes:
         series = [("this run", current.metrics[ws], _CURRENT_COLOR, 1.5, 1.0)]
         base = baseline.metrics.get(ws) if baseline else None
         if base is not None:
-            series.insert(0, (f"baseline {_plain(base_commit)}", base, _BASELINE_COLOR, 4.0, 0.5))
+            series.insert(0, (f"baseline {plain(base_commit)}", base, _BASELINE_COLOR, 4.0, 0.5))
         for label, metrics, color, width, alpha in series:
             ms = sorted(1e3 * t for t in metrics["samples"]["step_time_s"])
             fraction = [(i + 1) / len(ms) for i in range(len(ms))]
@@ -169,7 +169,7 @@ def step_time_png(current: Bundle, baseline: Bundle | None) -> bytes:
         ax.legend(fontsize=8, loc="lower right")
     axes[0].set_ylabel("fraction of steps ≤ x")
     fig.suptitle("Step-time distribution (ECDF, dotted: p50)" + ("" if baseline else ": no baseline"))
-    return _png(fig)
+    return figure_png(fig)
 
 
 def trend_png(
@@ -182,7 +182,7 @@ def trend_png(
     """`names` (figure, label) over `points` as given, the last being this run. `changes` (figure,
     index into `points` of the first run at the new level) draws a dashed line in that figure's colour
     where its level moved, as history_png does."""
-    fig = _new_figure(10, 3.8)
+    fig = new_figure(10, 3.8)
     ax = fig.subplots()
     colors = {name: f"C{i % 10}" for i, (name, _) in enumerate(names)}
     for name, label in names:
@@ -196,7 +196,7 @@ def trend_png(
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     _marker_legend(ax, changes=bool(marked))
-    return _png(fig)
+    return figure_png(fig)
 
 
 def history_panels(points: Sequence[HistoryPoint], names: Sequence[str] | None = None) -> list[str]:
@@ -230,7 +230,7 @@ def history_png(
     # One column per world size puts the same figure of every world size on one row.
     columns = min(len(panels), sizes if 2 <= sizes <= 4 else 3)
     rows = math.ceil(len(panels) / columns)
-    fig = _new_figure(4.0 * columns, 2.7 * rows)
+    fig = new_figure(4.0 * columns, 2.7 * rows)
     axes = fig.subplots(rows, columns, squeeze=False)
     for ax, name in zip(axes.flat, panels, strict=False):
         _draw_series(ax, ordered, name, name, "C0", current_last=False)
@@ -238,7 +238,7 @@ def history_png(
         for panel, run_id in changes:
             if panel == name and run_id in where:
                 ax.axvline(where[run_id] - 0.5, color=_CURRENT_COLOR, linestyle="--", linewidth=1.2)
-        ax.set_title(_plain(name), fontsize=10)
+        ax.set_title(plain(name), fontsize=10)
         ax.set_ylabel(_unit(name))
     for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
@@ -247,7 +247,7 @@ def history_png(
     fig.supxlabel("commit (oldest first)")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(_png(fig))
+    path.write_bytes(figure_png(fig))
     return path
 
 

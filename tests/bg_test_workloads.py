@@ -25,19 +25,24 @@ class Sleepy:
 
     def __init__(self, step_ms: float = 20.0) -> None:
         self.step_s = step_ms / 1000
-        self.steps = 0
+        self.steps = 0  # optimizer steps taken; the step under way is number steps + 1
 
     def build_model(self, device: torch.device) -> nn.Module:
         return nn.Linear(16, 16).to(device)
 
     def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        return torch.optim.SGD(model.parameters(), lr=0.05)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+        # Counted as the optimizer takes them: the bench's FLOP count runs a forward that is no step.
+        optimizer.register_step_post_hook(lambda *_: self._step_taken())
+        return optimizer
+
+    def _step_taken(self) -> None:
+        self.steps += 1
 
     def make_batch(self, generator: torch.Generator, device: torch.device) -> torch.Tensor:
         return torch.randn(4, 16, generator=generator).to(device)
 
     def forward(self, model: nn.Module, batch: torch.Tensor) -> torch.Tensor:
-        self.steps += 1
         time.sleep(self.step_s)
         return model(batch)
 
@@ -60,7 +65,7 @@ class _Faulty(Sleepy):
 
     def forward(self, model: nn.Module, batch: torch.Tensor) -> torch.Tensor:
         out = super().forward(model, batch)
-        if int(os.environ.get("RANK", "0")) == self.rank and self.steps == self.at_step:
+        if int(os.environ.get("RANK", "0")) == self.rank and self.steps + 1 == self.at_step:
             if self.fault == "raise":
                 raise RuntimeError(f"injected failure at step {self.at_step}")
             if self.fault == "hang":
@@ -69,7 +74,7 @@ class _Faulty(Sleepy):
 
     def loss(self, output: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
         loss = super().loss(output, batch)
-        if self.fault == "nan" and self.steps >= self.at_step:
+        if self.fault == "nan" and self.steps + 1 >= self.at_step:
             return loss * float("nan")
         return loss
 

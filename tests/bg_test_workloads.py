@@ -19,7 +19,9 @@ from torch import nn
 from benchgate.workloads.base import FlopsPerToken
 
 
-class Sleepy:
+class _SleepyCore:
+    """sleepy without `flops_per_token()` (the member is optional): its FLOPs are counted."""
+
     name = "sleepy"
     tokens_per_step = 64
 
@@ -50,12 +52,20 @@ class Sleepy:
         # Learn the identity map: the loss falls steadily, so the loss-slope check passes.
         return F.mse_loss(output, batch)
 
+
+class Sleepy(_SleepyCore):
     def flops_per_token(self) -> FlopsPerToken:
         return FlopsPerToken(dense_6n=6 * 272, attention_aware=6 * 272)
 
 
 def sleepy(step_ms: float = 20.0) -> Sleepy:
     return Sleepy(step_ms)
+
+
+def without_flops() -> _SleepyCore:
+    workload = _SleepyCore(step_ms=1.0)
+    workload.name = "without-flops"
+    return workload
 
 
 class _Faulty(Sleepy):
@@ -150,6 +160,15 @@ class _FlopsAsText(Sleepy):
 
 def flops_as_text() -> Sleepy:
     return _FlopsAsText(step_ms=1.0)
+
+
+class _FlopsAsNumber(Sleepy):
+    name = "flops-as-number"
+    flops_per_token = 6.0  # type: ignore[assignment]  # a figure where a method belongs
+
+
+def flops_as_number() -> Sleepy:
+    return _FlopsAsNumber(step_ms=1.0)
 
 
 class _TokensPerStepBool(Sleepy):

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
+from benchgate.measure.mfu import count_flops_or_why, mfu_block
 from benchgate.workloads import counted_flops as cf
 from benchgate.workloads.gpt import GPTSize, GPTWorkload
 
@@ -157,6 +158,11 @@ def test_low_level_kernel_formulas_halve_torchs_count_when_causal(is_causal: boo
     for mask_type in (1, 2) if is_causal else (0,):
         args = (q, q, q, None, None, None, T, T, 0.0, mask_type)
         assert formulas[aten._efficient_attention_forward](*args) == FULL_FORWARD * share
+        # _efficient_attention_backward(grad_out_, query, key, value, bias, out, cu_seqlens_q,
+        #   cu_seqlens_k, max_seqlen_q, max_seqlen_k, logsumexp, dropout_p, philox_seed,
+        #   philox_offset, custom_mask_type, ...)
+        args = (q, q, q, q, None, q, None, None, T, T, lse, 0.0, None, None, mask_type)
+        assert formulas[aten._efficient_attention_backward](*args) == FULL_BACKWARD * share
 
 
 def test_grouped_query_attention_counts_the_query_heads() -> None:
@@ -210,3 +216,22 @@ def test_the_model_inside_ddp_or_compile_is_the_one_counted() -> None:
 
     assert cf.unwrapped(Compiled()) is inner
     assert cf.unwrapped(inner) is inner
+
+
+class _Unfollowable(_DropoutWorkload):
+    name = "unfollowable"
+
+    def forward(self, model: nn.Module, batch: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("an op the counter cannot follow")
+
+
+def test_a_count_that_fails_loses_only_the_counted_figure(capsys: pytest.CaptureFixture[str]) -> None:
+    counting = count_flops_or_why(_Unfollowable(), nn.Linear(4, 4), CPU, "fp32", seed=0)
+    assert counting == {
+        "error": "counting one training step under FlopCounterMode raised RuntimeError: "
+        "an op the counter cannot follow"
+    }
+    assert "an op the counter cannot follow" in capsys.readouterr().err
+    block = mfu_block(_Unfollowable(), counting, 1000.0, None, 1, "cpu", "fp32")
+    assert block["flops_per_token"] == {"dense_6n": None, "attention_aware": None, "counted": None}
+    assert block["counted"] is None and block["counting"] == counting

@@ -1,10 +1,12 @@
 """The benchmark worker that torchrun starts on every rank: `torchrun ... -m benchgate.measure.bench`.
 
-Per rank: build the workload, run `warmup` steps, then time `steps` steps. On CUDA each step is
-bracketed by CUDA events and the device is synchronised once at the end, so timing adds no sync per step;
-on CPU the host clock is exact because kernels run synchronously. At the end every rank's samples are
-gathered and rank 0 writes one metrics file. A step's global time is the slowest rank's time for that
-step, because a synchronous data-parallel step finishes only when its last rank does.
+Per rank: build the workload, run `warmup` steps, then time `steps` steps. Before the warmup, rank 0
+counts the FLOPs of one training step (`measure/mfu.py`), for the metrics' third MFU estimator. On
+CUDA each step is bracketed by CUDA events and the device is synchronised once at the end, so timing
+adds no sync per step; on CPU the host clock is exact because kernels run synchronously. At the end
+every rank's samples are gathered and rank 0 writes one metrics file. A step's global time is the
+slowest rank's time for that step, because a synchronous data-parallel step finishes only when its
+last rank does.
 
 In an A/B round (benchgate.ab.runner) two worker groups, base and candidate, run at once and take
 turns step by step through a coordinator (benchgate.measure.turns), so the host's drift hits both alike.

@@ -3,7 +3,7 @@
 `benchgate run` through the local pipeline, real torchrun at world sizes 1 and 2 (2 CPU ranks over
 gloo: rank 0 counts one step before the DDP wrap, while rank 1 waits in it), logged to a real MLflow
 server. The metrics files have the counted FLOPs and no 6N, the report shows the three estimators
-with their conventions, and MLflow has the counted figure.
+with their conventions, and MLflow has the counted figure. An A/B round's launches do not count.
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mlflow import MlflowClient
 
+from benchgate.ab.runner import Side, run_round
 from benchgate.kit.files import read_json
 
 # A user's causal transformer of one block, with no FLOPs written by hand.
@@ -119,3 +121,17 @@ def test_a_workload_without_flops_per_token_gets_counted_flops(
     logged = MlflowClient(mlflow_server).get_run(run_id).data.metrics
     assert logged["ws2/counted_flops_per_token"] == MATMULS + ATTENTION
     assert not any(name.startswith("ws2/mfu_") for name in logged)  # never logged as zero
+
+
+@pytest.mark.slow
+def test_an_ab_round_does_not_count(config_factory: Any, tmp_path: Path) -> None:
+    # Both sides of a real round (two torchrun launches taking turns): only step times are read from
+    # them, so neither pays for a count.
+    config = config_factory(bench={"steps": 4, "warmup": 1})
+    figures = run_round(config, 1, tmp_path / "round", Side("base"), Side("candidate"), None, seed=0, steps=4)
+    assert figures["pairs"] == 4
+    for side in ("A", "B"):
+        (metrics_file,) = (tmp_path / "round" / side).glob("metrics-ws1.json")
+        mfu = read_json(metrics_file)["mfu"]
+        assert mfu["counting"] == {"skipped": "an A/B round: only its step times are read"}
+        assert mfu["flops_per_token"]["counted"] is None and mfu["flops_per_token"]["dense_6n"] == 6 * 272

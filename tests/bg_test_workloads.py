@@ -19,25 +19,32 @@ from torch import nn
 from benchgate.workloads.base import FlopsPerToken
 
 
-class Sleepy:
+class _SleepyCore:
+    """sleepy without `flops_per_token()` (the member is optional): its FLOPs are counted."""
+
     name = "sleepy"
     tokens_per_step = 64
 
     def __init__(self, step_ms: float = 20.0) -> None:
         self.step_s = step_ms / 1000
-        self.steps = 0
+        self.steps = 0  # optimizer steps taken; the step under way is number steps + 1
 
     def build_model(self, device: torch.device) -> nn.Module:
         return nn.Linear(16, 16).to(device)
 
     def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        return torch.optim.SGD(model.parameters(), lr=0.05)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+        # Counted as the optimizer takes them: the bench's FLOP count runs a forward that is no step.
+        optimizer.register_step_post_hook(lambda *_: self._step_taken())
+        return optimizer
+
+    def _step_taken(self) -> None:
+        self.steps += 1
 
     def make_batch(self, generator: torch.Generator, device: torch.device) -> torch.Tensor:
         return torch.randn(4, 16, generator=generator).to(device)
 
     def forward(self, model: nn.Module, batch: torch.Tensor) -> torch.Tensor:
-        self.steps += 1
         time.sleep(self.step_s)
         return model(batch)
 
@@ -45,12 +52,20 @@ class Sleepy:
         # Learn the identity map: the loss falls steadily, so the loss-slope check passes.
         return F.mse_loss(output, batch)
 
+
+class Sleepy(_SleepyCore):
     def flops_per_token(self) -> FlopsPerToken:
         return FlopsPerToken(dense_6n=6 * 272, attention_aware=6 * 272)
 
 
 def sleepy(step_ms: float = 20.0) -> Sleepy:
     return Sleepy(step_ms)
+
+
+def without_flops() -> _SleepyCore:
+    workload = _SleepyCore(step_ms=1.0)
+    workload.name = "without-flops"
+    return workload
 
 
 class _Faulty(Sleepy):
@@ -60,7 +75,7 @@ class _Faulty(Sleepy):
 
     def forward(self, model: nn.Module, batch: torch.Tensor) -> torch.Tensor:
         out = super().forward(model, batch)
-        if int(os.environ.get("RANK", "0")) == self.rank and self.steps == self.at_step:
+        if int(os.environ.get("RANK", "0")) == self.rank and self.steps + 1 == self.at_step:
             if self.fault == "raise":
                 raise RuntimeError(f"injected failure at step {self.at_step}")
             if self.fault == "hang":
@@ -69,7 +84,7 @@ class _Faulty(Sleepy):
 
     def loss(self, output: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
         loss = super().loss(output, batch)
-        if self.fault == "nan" and self.steps >= self.at_step:
+        if self.fault == "nan" and self.steps + 1 >= self.at_step:
             return loss * float("nan")
         return loss
 
@@ -145,6 +160,15 @@ class _FlopsAsText(Sleepy):
 
 def flops_as_text() -> Sleepy:
     return _FlopsAsText(step_ms=1.0)
+
+
+class _FlopsAsNumber(Sleepy):
+    name = "flops-as-number"
+    flops_per_token = 6.0  # type: ignore[assignment]  # a figure where a method belongs
+
+
+def flops_as_number() -> Sleepy:
+    return _FlopsAsNumber(step_ms=1.0)
 
 
 class _TokensPerStepBool(Sleepy):

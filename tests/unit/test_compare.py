@@ -450,3 +450,17 @@ def test_compare_with_history_too_noisy_for_floats_is_unknown_and_reads_back(tmp
     write_comparison(tmp_path, comparison)
     read = load_comparison(tmp_path / "compare.json")
     assert read.timing(1) == replace(timing, ci_high=None)
+
+
+def test_each_mfu_row_says_which_convention_it_follows() -> None:
+    current = bundle(1)
+    current.metrics[1]["mfu"] = {"dense_6n": 0.40, "attention_aware": 0.44, "counted": 0.43}
+    rows = {c.name: c for c in compare(None, current, Tolerances()).checks if c.name.startswith("MFU")}
+    assert sorted(rows) == ["MFU attention_aware (ws=1)", "MFU counted (ws=1)", "MFU dense_6n (ws=1)"]
+    assert rows["MFU counted (ws=1)"].current == pytest.approx(43.0)
+    notes = {name: row.note or "" for name, row in rows.items()}
+    assert "Kaplan" in notes["MFU dense_6n (ws=1)"]
+    assert "PaLM" in notes["MFU attention_aware (ws=1)"]
+    assert "non-causal" in notes["MFU attention_aware (ws=1)"]
+    assert "FlopCounterMode" in notes["MFU counted (ws=1)"] and "half" in notes["MFU counted (ws=1)"]
+    assert all(c.status == "INFO" for c in rows.values())

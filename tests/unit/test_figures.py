@@ -155,10 +155,15 @@ def test_real_bench_mfu_is_logged_as_percent(real_metrics: dict[str, Any]) -> No
         f"bench.peak_tflops={TEST_PEAK_TFLOPS} was set but the bench wrote no MFU: {file_mfu}"
     )
     figures = bench_figures(real_metrics)
-    for figure, estimator in (("mfu_6nd_pct", "dense_6n"), ("mfu_attention_pct", "attention_aware")):
+    estimators = (("mfu_6nd_pct", "dense_6n"), ("mfu_attention_pct", "attention_aware"))
+    for figure, estimator in (*estimators, ("mfu_counted_pct", "counted")):
         assert 0 < file_mfu[estimator] < 1  # the file keeps a fraction
         assert figures[figure] == pytest.approx(100 * file_mfu[estimator])
         assert 0 < figures[figure] <= 100
+    # sleepy's Linear(16, 16) over 4 rows per 64 tokens: forward and weight gradient (its input needs
+    # none), 2 FLOPs per weight each.
+    counted = file_mfu["flops_per_token"]["counted"]
+    assert counted == figures["counted_flops_per_token"] == 2 * 2 * 16 * 16 * 4 / 64
 
 
 @pytest.mark.slow

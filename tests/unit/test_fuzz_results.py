@@ -209,6 +209,7 @@ KEYS = [
     *("machine_profile", "workload", "world_size", "precision", "tokens_per_step_global", "samples"),
     *("memory", "peak_bytes", "step_time_s", "tokens_per_s", "loss", "reference_s", "mfu", "dense_6n"),
     *("attention_aware", "loss_slope", "slope", "system", "t_s", "series", "schema_version", "git"),
+    *("counted", "flops_per_token"),
     *("commit", "branch", "dirty", "gpu", "count", "skipped", "perplexity", "probes", "accuracy_pct"),
     *("runs", "p50", "created_unix", "1", "2", "device", "threads_per_rank", "steps", "warmup"),
 ]

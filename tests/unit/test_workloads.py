@@ -99,6 +99,12 @@ CONTRACT_BREACHES = [
         id="flops-str",
     ),
     pytest.param(
+        "bg_test_workloads:flops_as_number",
+        {},
+        "workload member `flops_per_token` is 6.0 (float); expected a method",
+        id="flops-not-a-method",
+    ),
+    pytest.param(
         "bg_test_workloads:tokens_per_step_bool",
         {},
         "workload member `tokens_per_step` is True (bool); expected an int > 0",
@@ -163,6 +169,14 @@ def test_every_stage_that_loads_the_workload_checks_its_members(
     # bench, eval and trace load through load_workload too: the same check, without a step.
     with pytest.raises(WorkloadError, match=re.escape(member)):
         load_workload(spec, args)
+
+
+def test_flops_per_token_is_optional_in_the_contract() -> None:
+    # Without it the workload passes the member check and the real step; a bench counts its FLOPs.
+    workload = load_workload("bg_test_workloads:without_flops")
+    assert not hasattr(workload, "flops_per_token")
+    checked = stage_check_workload(parse_config({"bench": {"workload": "bg_test_workloads:without_flops"}}))
+    assert checked["workload"] == "without-flops" and math.isfinite(checked["loss"])
 
 
 def test_eval_seq_len_beyond_the_workloads_context_is_refused_before_the_bench() -> None:

@@ -26,7 +26,7 @@ from benchgate.kit import stats
 from benchgate.measure import fingerprint
 from benchgate.results.bundle import Bundle
 from benchgate.results.comparison import SCALING, TIMING, Check, Comparison, Status, load_comparison
-from benchgate.results.figures import run_rate, scaling_efficiency
+from benchgate.results.figures import MFU_CONVENTIONS, run_rate, scaling_efficiency
 
 # The comparison's data types live in `comparison`; callers may import them from here too.
 __all__ = [
@@ -218,7 +218,7 @@ def _bench_checks(
                 f"WARN if increase > {tol.memory_increase_pct:g}%",
             )
         )
-    for estimator in ("dense_6n", "attention_aware"):
+    for estimator, convention in MFU_CONVENTIONS.items():
         value = cur.get("mfu", {}).get(estimator)
         if value is not None:
             base_value = (base or {}).get("mfu", {}).get(estimator)
@@ -229,7 +229,7 @@ def _bench_checks(
                     100 * value,
                     baseline=None if base_value is None else 100 * base_value,
                     status="INFO",
-                    note="derived from tokens/s",
+                    note=f"derived from tokens/s; {convention}",
                 )
             )
     if len(samples["loss"]) >= 3:

@@ -1,10 +1,12 @@
 """The benchmark worker that torchrun starts on every rank: `torchrun ... -m benchgate.measure.bench`.
 
-Per rank: build the workload, run `warmup` steps, then time `steps` steps. On CUDA each step is
-bracketed by CUDA events and the device is synchronised once at the end, so timing adds no sync per step;
-on CPU the host clock is exact because kernels run synchronously. At the end every rank's samples are
-gathered and rank 0 writes one metrics file. A step's global time is the slowest rank's time for that
-step, because a synchronous data-parallel step finishes only when its last rank does.
+Per rank: build the workload, run `warmup` steps, then time `steps` steps. Before the warmup, rank 0
+counts the FLOPs of one training step (`measure/mfu.py`), for the metrics' third MFU estimator. On
+CUDA each step is bracketed by CUDA events and the device is synchronised once at the end, so timing
+adds no sync per step; on CPU the host clock is exact because kernels run synchronously. At the end
+every rank's samples are gathered and rank 0 writes one metrics file. A step's global time is the
+slowest rank's time for that step, because a synchronous data-parallel step finishes only when its
+last rank does.
 
 In an A/B round (benchgate.ab.runner) two worker groups, base and candidate, run at once and take
 turns step by step through a coordinator (benchgate.measure.turns), so the host's drift hits both alike.
@@ -37,10 +39,11 @@ from benchgate.kit.files import write_json
 from benchgate.kit.progress import PROGRESS_PREFIX
 from benchgate.measure.env import capture_environment
 from benchgate.measure.launch import resolve_threads
+from benchgate.measure.mfu import count_flops_or_why, mfu_block
 from benchgate.measure.sysmetrics import sampling
 from benchgate.measure.turns import SIDES, TurnClient
 from benchgate.workloads.base import check_loss, load_workload
-from benchgate.workloads.flops import PeakFlops, lookup_peak, mfu
+from benchgate.workloads.flops import PeakFlops, lookup_peak
 from benchgate.workloads.training import Trainer, build_trainer, resolve_device, resolve_precision
 
 SCHEMA_VERSION = 1
@@ -196,7 +199,25 @@ def run_worker(
 
     sys.path[:0] = list(source_paths)
     workload = load_workload(bench.workload, dict(bench.workload_args))
-    trainer = build_trainer(workload, device, precision, bench.seed, rank=rank, ddp=world_size > 1)
+    counting: dict[str, Any] = {}
+    if turn_taking is not None:
+        # An A/B round's metrics are read for their step times only; counting would lengthen each
+        # launch (the first count in a process imports torch._dynamo: seconds on a busy host).
+        counting["skipped"] = "an A/B round: only its step times are read"
+
+    def count_flops(model: torch.nn.Module) -> None:
+        counting.update(count_flops_or_why(workload, model, device, precision, bench.seed))
+
+    # Rank 0 counts one training step before the DDP wrap and before the warmup: nothing timed waits.
+    trainer = build_trainer(
+        workload,
+        device,
+        precision,
+        bench.seed,
+        rank=rank,
+        ddp=world_size > 1,
+        before_wrap=count_flops if rank == 0 and not counting else None,
+    )
     turns = None
     if turn_taking is not None:
         if device.type == "cpu" and turn_taking.pin:
@@ -257,7 +278,6 @@ def run_worker(
             sum(g["reference"][i] for g in gathered) / world_size for i in range(bench.steps)
         ]
     tokens_summary = stats.summarize(tokens_per_s)
-    flops = workload.flops_per_token()
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     peak = (
         PeakFlops(device_name, precision, bench.peak_tflops * 1e12, "bench.peak_tflops (set by the user)")
@@ -291,13 +311,7 @@ def run_worker(
         "tokens_per_step_global": global_tokens,
         "step_time_s": stats.summarize(step_times).to_dict(),
         "tokens_per_s": tokens_summary.to_dict(),
-        "mfu": {
-            "flops_per_token": {"dense_6n": flops.dense_6n, "attention_aware": flops.attention_aware},
-            "peak": None if peak is None else vars(peak),
-            "dense_6n": mfu(tokens_summary.p50, flops.dense_6n, peak, world_size),
-            "attention_aware": mfu(tokens_summary.p50, flops.attention_aware, peak, world_size),
-            "note": None if peak else f"no bf16 dense peak known for {device_name!r} at {precision}",
-        },
+        "mfu": mfu_block(workload, counting, tokens_summary.p50, peak, world_size, device_name, precision),
         "memory": memory,
         "loss_slope": stats.linear_slope(mean_loss).to_dict() if bench.steps >= 3 else None,
         "wall_s": wall_s,

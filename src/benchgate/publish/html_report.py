@@ -16,7 +16,7 @@ from benchgate.publish.plots import current_point, step_time_png, trend_png, wor
 from benchgate.publish.report_changes import changes_html, report_history
 from benchgate.results.bundle import Bundle
 from benchgate.results.comparison import Comparison
-from benchgate.results.figures import HistoryPoint
+from benchgate.results.figures import MFU_CONVENTIONS, HistoryPoint
 
 # STATUS_STYLE speaks rich's colour names; these are the same colours, dark enough to read on white.
 _CSS_COLORS = {
@@ -58,6 +58,35 @@ def _table(comparison: Comparison) -> str:
     # Each row's whole rule and notes: folded, since a verdict's reader rarely needs the statistics.
     notes = "".join(f"<li>{html.escape(line)}</li>" for line in explained)
     return f"{table}<details><summary>{report.DETAILS_SUMMARY}</summary><ul>{notes}</ul></details>"
+
+
+def _flops_table(current: Bundle) -> str:
+    """FLOPs per trained token and MFU by each estimator, each row saying its convention; the MFU rows
+    of the verdict table exist only where a peak is known, this table on CPU too."""
+    if not current.metrics:
+        return ""
+    ws, metrics = min(current.metrics.items())
+    block = metrics.get("mfu") or {}
+    per_token = block.get("flops_per_token") or {}
+    if not any(per_token.get(estimator) is not None for estimator in MFU_CONVENTIONS):
+        return ""
+    rows = []
+    for estimator, convention in MFU_CONVENTIONS.items():
+        flops, fraction = per_token.get(estimator), block.get(estimator)
+        rows.append(
+            f"<tr><td>{estimator}</td><td>{'—' if flops is None else f'{flops:,.0f}'}</td>"
+            f"<td>{'—' if fraction is None else f'{100 * fraction:.2f} %'}</td>"
+            f"<td>{html.escape(convention)}</td></tr>"
+        )
+    seconds = (block.get("counting") or {}).get("seconds")
+    cost = "" if seconds is None else f" Counting one step took {seconds:.2f} s, before the warmup."
+    why = "" if block.get("peak") else " No MFU: no peak FLOP/s is known for this device and precision."
+    return (
+        f"<h2>FLOPs per token (ws={ws})</h2><table><thead><tr><th>estimator</th><th>FLOPs per token</th>"
+        f"<th>MFU</th><th>convention</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        '<p class="meta">—: the workload has no <code>flops_per_token()</code>, or the count failed.'
+        f"{cost}{why}</p>"
+    )
 
 
 _COMMAND = re.compile(r"`([^`]+)`")
@@ -146,6 +175,7 @@ def html_report(
             f'<p class="meta">{" · ".join(meta)}</p>',
             f"<ul>{notes}</ul>" if notes else "",
             _table(comparison),
+            _flops_table(current),
             "<h2>Step time, baseline vs. this run</h2>",
             img_tag(step_time_png(current, baseline), "step-time distribution per world size"),
             "<h2>Throughput over commits</h2>",

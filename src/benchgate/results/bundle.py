@@ -75,9 +75,18 @@ class _Memory(_Checked):
     peak_bytes: Amount
 
 
+class _FlopsPerToken(_Checked):
+    # Each estimator's FLOPs per trained token; null where it does not apply (no flops_per_token()).
+    dense_6n: Amount | None = None
+    attention_aware: Amount | None = None
+    counted: Amount | None = None
+
+
 class _Mfu(_Checked):
     dense_6n: Amount | None = None
     attention_aware: Amount | None = None
+    counted: Amount | None = None
+    flops_per_token: _FlopsPerToken | None = None
 
 
 class _Slope(_Checked):

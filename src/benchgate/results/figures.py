@@ -3,7 +3,8 @@
 One naming for every consumer, so a figure logged today is found by `benchgate history` next month:
 
     ws<N>/tokens_per_s_p50   ws<N>/tokens_per_s_p90   ws<N>/step_time_ms_p50   ws<N>/step_time_ms_p90
-    ws<N>/peak_memory_mib    ws<N>/mfu_6nd_pct        ws<N>/mfu_attention_pct  ws<N>/loss_slope
+    ws<N>/peak_memory_mib    ws<N>/mfu_6nd_pct        ws<N>/mfu_attention_pct  ws<N>/mfu_counted_pct
+    ws<N>/counted_flops_per_token                     ws<N>/loss_slope
     ws<N>/step_time_per_reference_p50  ws<N>/step_time_ms_mean  ws<N>/step_time_per_reference_mean
     scaling_efficiency_pct   eval/perplexity          eval/probe_<name>_accuracy_pct
     gate/exit_code           gate/checks_<pass|warn|unknown|fail|new>
@@ -31,6 +32,13 @@ from benchgate.kit import stats
 from benchgate.results.bundle import Bundle
 from benchgate.results.comparison import STATUSES, Comparison
 
+# What each MFU estimator counts (the metrics' `mfu.<estimator>`), said wherever its figure is shown.
+MFU_CONVENTIONS = {
+    "dense_6n": "6N (Kaplan et al.): the non-embedding parameters' matmuls, forward and backward",
+    "attention_aware": "6N + attention (PaLM): full, non-causal attention score and value products",
+    "counted": "counted: FlopCounterMode over one training step (forward, loss, backward, every "
+    "matmul); causal attention counted as executed (half)",
+}
 KEY_FIGURES = ("tokens_per_s_p50", "step_time_ms_p50", "peak_memory_mib", "mfu_6nd_pct")
 # A step slower than this many times the median step counts as this many: one stall of seconds (a page
 # fault storm, a preempted core) must not decide a verdict alone, while a slowdown of every tenth step
@@ -63,6 +71,10 @@ def bench_figures(metrics: dict[str, Any]) -> dict[str, float]:
         # null in the file where a figure would mislead: MFU without a known peak, a slope of < 3 steps
         "mfu_6nd_pct": _percent(mfu.get("dense_6n")),
         "mfu_attention_pct": _percent(mfu.get("attention_aware")),
+        "mfu_counted_pct": _percent(mfu.get("counted")),
+        # FLOPs per trained token as counted (on CPU too, where no MFU is known): a change of model
+        # shows here before it shows in tokens/s.
+        "counted_flops_per_token": (mfu.get("flops_per_token") or {}).get("counted"),
         "loss_slope": (metrics.get("loss_slope") or {}).get("slope"),
         "step_time_per_reference_p50": _per_reference_p50(samples),
         "step_time_ms_mean": mean_step_time(samples["step_time_s"]) * 1e3,

@@ -15,7 +15,12 @@ Required
     make_batch(generator, device)  -> any batch; draw randomness only from `generator` (seeded per rank)
     forward(model, batch)      -> model output (timed as the 'forward' range)
     loss(output, batch)        -> scalar tensor (shape []), floating point, finite (the 'loss' range)
-    flops_per_token()          -> FlopsPerToken: model FLOPs per trained token by both estimators (> 0)
+
+Optional FLOPs by hand
+    flops_per_token()          -> FlopsPerToken: model FLOPs per trained token by 6N and attention-aware
+                               (> 0). Without it the metrics have no 6N or attention-aware figures;
+                               the counted FLOPs (one training step under torch's FlopCounterMode,
+                               benchgate.workloads.counted_flops) are there for every workload.
 
 Optional eval hook (the eval stage is skipped without it)
     logits(model, tokens)      -> [batch, time, 256] next-byte logits for int64 byte tokens [batch, time]
@@ -71,10 +76,9 @@ class Workload(Protocol):
     def make_batch(self, generator: torch.Generator, device: torch.device) -> Any: ...
     def forward(self, model: nn.Module, batch: Any) -> Any: ...
     def loss(self, output: Any, batch: Any) -> torch.Tensor: ...
-    def flops_per_token(self) -> FlopsPerToken: ...
 
 
-METHODS = ("build_model", "make_optimizer", "make_batch", "forward", "loss", "flops_per_token")
+METHODS = ("build_model", "make_optimizer", "make_batch", "forward", "loss")
 REQUIRED_MEMBERS = ("name", "tokens_per_step", *METHODS)
 
 
@@ -115,8 +119,9 @@ def supports_eval(workload: Workload) -> bool:
 def check_members(workload: Any, where: str) -> None:
     """Check every member of the protocol for its type and value; WorkloadError names the first bad one.
 
-    Cheap (flops_per_token() is called, nothing is built), so every stage that loads the workload runs
-    it. `where` starts each message, e.g. "bench.workload: my_bench:make_workload".
+    Cheap (flops_per_token() is called where the workload has one, nothing is built), so every stage
+    that loads the workload runs it. `where` starts each message, e.g.
+    "bench.workload: my_bench:make_workload".
     """
     missing = [m for m in REQUIRED_MEMBERS if not hasattr(workload, m)]
     if missing:
@@ -139,17 +144,28 @@ def check_members(workload: Any, where: str) -> None:
             raise member_error(
                 where, method, f"is {_described(getattr(workload, method))}; expected a method"
             )
-    try:
-        flops = workload.flops_per_token()
-    except Exception as e:  # the user's code: any failure is the workload's
-        raise member_error(where, "flops_per_token()", f"raised {type(e).__name__}: {e}") from None
-    check_flops(flops, where)
+    declared_flops(workload, where)
     eval_seq_len = getattr(workload, "eval_seq_len", None)
     if eval_seq_len is not None and not is_count(eval_seq_len):
         raise member_error(where, "eval_seq_len", f"is {_described(eval_seq_len)}; expected an int > 0")
     logits = getattr(workload, "logits", None)
     if logits is not None and not callable(logits):
         raise member_error(where, "logits", f"is {_described(logits)}; expected a method")
+
+
+def declared_flops(workload: Any, where: str) -> FlopsPerToken | None:
+    """The workload's own `flops_per_token()`, checked; None when it has none (the member is optional)."""
+    method = getattr(workload, "flops_per_token", None)
+    if method is None:
+        return None
+    if not callable(method):
+        raise member_error(where, "flops_per_token", f"is {_described(method)}; expected a method")
+    try:
+        flops = method()
+    except Exception as e:  # the user's code: any failure is the workload's
+        raise member_error(where, "flops_per_token()", f"raised {type(e).__name__}: {e}") from None
+    check_flops(flops, where)
+    return flops  # type: ignore[no-any-return]
 
 
 def check_flops(flops: Any, where: str) -> None:

@@ -35,6 +35,13 @@ def resolve_precision(requested: str, device: torch.device) -> str:
     return requested
 
 
+def autocast_context(precision: str, device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    """The precision of a step: bf16 autocast, or nothing (fp32)."""
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 @dataclass
 class Trainer:
     workload: Workload
@@ -45,9 +52,7 @@ class Trainer:
     precision: str
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
-        if self.precision == "bf16":
-            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+        return autocast_context(self.precision, self.device)
 
     def step(self) -> torch.Tensor:
         """Run one optimizer step; returns the detached loss without synchronising the device."""
@@ -76,11 +81,21 @@ class Trainer:
 
 
 def build_trainer(
-    workload: Workload, device: torch.device, precision: str, seed: int, rank: int = 0, ddp: bool = False
+    workload: Workload,
+    device: torch.device,
+    precision: str,
+    seed: int,
+    rank: int = 0,
+    ddp: bool = False,
+    before_wrap: Callable[[nn.Module], None] | None = None,
 ) -> Trainer:
+    """`before_wrap` sees the model as the workload built it, before any DDP wrap (the bench counts
+    its FLOPs there: through DDP, a backward on one rank alone would wait on the others)."""
     # Same seed on every rank: DDP needs identical initial weights; batches differ per rank below.
     torch.manual_seed(seed)
     model = workload.build_model(device)
+    if before_wrap is not None:
+        before_wrap(model)
     if ddp:
         device_ids = [device.index] if device.type == "cuda" else None
         model = nn.parallel.DistributedDataParallel(model, device_ids=device_ids)

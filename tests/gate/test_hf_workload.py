@@ -17,14 +17,16 @@ import pytest
 import torch
 from transformers import GPT2Config
 
-from benchgate.config import parse_config
+from benchgate.config import EvalConfig, parse_config
 from benchgate.errors import WorkloadError
 from benchgate.kfp.params import parameters_from_config
 from benchgate.kfp.task_harness import ERROR_FILE
 from benchgate.kfp.tasks import env_task
 from benchgate.kit.files import read_json
+from benchgate.measure.evaluate import deterministic_torch, train_on_shard
 from benchgate.workloads.base import MAX_NAME_LENGTH, NAME_PATTERN, check_logits, load_workload
 from benchgate.workloads.hf import make_workload, parse_spec, workload_name
+from benchgate.workloads.shard import load_shard
 from benchgate.workloads.training import check_training_step
 
 HF = "benchgate.workloads.hf:make_workload"
@@ -87,6 +89,21 @@ def test_another_architecture_trains_a_real_step_and_scores_bytes() -> None:
     tokens = torch.randint(0, 256, (2, 16))
     check_logits(workload.logits(model, tokens), tokens, "test")
     assert workload.forward(model, tokens).shape[-1] == 300  # training sees the whole vocabulary
+
+
+def test_the_eval_training_repeats_bit_for_bit() -> None:
+    """The eval's promise holds for a transformers model too: same seed, same losses and logits exactly."""
+    workload = make_workload(**GPT2_TINY, seq_len=64)
+    settings = EvalConfig(train_steps=4, batch_size=4)
+    held_out = load_shard().heldout[:64].unsqueeze(0)
+    runs = []
+    for _ in range(2):
+        with deterministic_torch(settings.threads):
+            model, losses = train_on_shard(workload, load_shard(), settings, torch.device("cpu"))
+            with torch.no_grad():
+                runs.append((losses, workload.logits(model.eval(), held_out)))
+    assert runs[0][0] == runs[1][0] and len(runs[0][0]) == 4
+    assert torch.equal(runs[0][1], runs[1][1])
 
 
 def test_a_local_config_json_file_or_directory(tmp_path: Path) -> None:

@@ -64,7 +64,10 @@ REPORT_CODES = exit_codes(
 )
 
 suite_app = typer.Typer(
-    help="Gate several workloads and variants from one suite file.", no_args_is_help=True, **APP_SETTINGS
+    help="Gate several workloads and variants from one suite file (run), and draw its Pareto view (report).",
+    epilog=SUITE_CODES,
+    no_args_is_help=True,
+    **APP_SETTINGS,
 )
 
 

@@ -93,7 +93,8 @@ def test_each_bad_entry_is_that_entrys_error_naming_it_the_field_and_the_value(t
         f"[[entries]]\nname = 'b'\nworkload = '{GPT}'\nvariant = {{ batch_size = 0 }}\n"
         f"[[entries]]\nname = 'r'\nworkload = '{GPT}'\nconfig = {{ bench = {{ name = 'other' }} }}\n"
         f"[[entries]]\nworkload = '{GPT}'\n"
-        f"[[entries]]\nname = 'c'\nworkload = '{GPT}'\nconfig = {{ bench = {{ steps = 'ten' }} }}\n",
+        f"[[entries]]\nname = 'c'\nworkload = '{GPT}'\nconfig = {{ bench = {{ steps = 'ten' }} }}\n"
+        f"[[entries]]\nname = 'suite.json'\nworkload = '{GPT}'\n",
     )
     spec = load_suite(path)
     errors = [e.error for e in spec.entries]
@@ -111,6 +112,9 @@ def test_each_bad_entry_is_that_entrys_error_naming_it_the_field_and_the_value(t
     assert errors[5] is not None and errors[5].startswith("entries[5] 'b': variant.batch_size: got 0 (")
     assert errors[6] == "entries[6] 'r': config.bench.name: set by the entry's name, not in config"
     assert errors[7] == "entries[7]: name: missing"
+    assert (
+        errors[9] == "entries[9] 'suite.json': name: got 'suite.json' (the name of a file the suite writes)"
+    )
     # A per-entry config that does not validate is found when the entry's config is built, still named.
     assert errors[8] is None
     with pytest.raises(ConfigError, match=r"^entries\[8\] 'c': bench.steps: got 'ten'"):

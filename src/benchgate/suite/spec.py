@@ -33,6 +33,8 @@ from benchgate.config_types import Bool, Int
 from benchgate.errors import ConfigError
 
 NAME_RULE = "up to 200 letters, digits, '.', '_' or '-', starting with a letter or digit"
+# The suite's own files in its --out, beside the entries' directories: no entry may be named as one.
+SUITE_OUTPUTS = ("suite.json", "suite.md", "pareto.png")
 # Keys of an entry's `config` table that the entry sets itself, or that must be one for the whole suite
 # (its gate runs nest under one MLflow parent, in one experiment).
 RESERVED_ENTRY_CONFIG = {
@@ -162,6 +164,12 @@ def _plan(index: int, raw: Any, seen: dict[str, int]) -> PlannedEntry:
             raw,
             error=f"{planned.where}: name: got {entry.name!r}, the name of entries[{seen[entry.name]}] too "
             "(each entry's name keys its own baseline and results)",
+        )
+    if entry.name in SUITE_OUTPUTS:
+        return PlannedEntry(
+            index,
+            raw,
+            error=f"{planned.where}: name: got {entry.name!r} (the name of a file the suite writes)",
         )
     seen[entry.name] = index
     for dotted, owner in RESERVED_ENTRY_CONFIG.items():

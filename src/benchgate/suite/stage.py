@@ -17,12 +17,11 @@ from benchgate.config import RunConfig, parse_config
 from benchgate.errors import BenchgateError
 from benchgate.kit.files import write_text
 from benchgate.results import outdir
-from benchgate.suite.runner import SUITE_FILE, RunEntry, SuiteProgress, SuiteRecord, run_entries
-from benchgate.suite.spec import SuiteSpec, merged_tables
+from benchgate.suite.runner import RunEntry, SuiteProgress, SuiteRecord, run_entries
+from benchgate.suite.spec import SUITE_OUTPUTS, SuiteSpec, merged_tables
 from benchgate.suite.table import SUITE_MD, suite_markdown
 
 DEFAULT_OUT = Path("benchgate-suite-out")
-PARETO_PNG = "pareto.png"
 
 
 @dataclass
@@ -61,7 +60,7 @@ def run_suite(
     with outdir.claimed(Path(out)) as claimed:
         claimed.clear()
         names = [e.name for e in spec.entries if e.entry is not None]
-        claimed.will_write([SUITE_FILE, SUITE_MD, PARETO_PNG, *names])
+        claimed.will_write([*SUITE_OUTPUTS, *names])
         record = run_entries(spec, claimed.path, run_entry, overrides, progress)
         write_text(claimed.path / SUITE_MD, suite_markdown(claimed.path, record.data))
         outcome = SuiteOutcome(claimed.path, record)

@@ -135,6 +135,10 @@ def test_a_suite_gates_each_entry_against_its_own_baseline_under_one_mlflow_pare
     markdown = (tmp_path / "first" / "suite.md").read_text()
     for name in entries:
         assert f"**{name} (PASS)**" in markdown
+    # The Pareto view (suite/report.py) is drawn at the end; only gpt-tiny-b8 had the eval.
+    assert (tmp_path / "first" / "pareto.png").read_bytes().startswith(b"\x89PNG")
+    pareto = (tmp_path / "first" / "pareto.md").read_text()
+    assert "gpt-tiny-b4 is left out of the perplexity panel" in pareto
 
     # Second run, never the baseline: each entry compares with its own baseline of the first run.
     write_suite(tmp_path, experiment, GPT_ENTRIES + SLEEPY_ENTRY, update="never")
@@ -166,7 +170,7 @@ def test_a_suite_gates_each_entry_against_its_own_baseline_under_one_mlflow_pare
         assert parent.info.run_name.startswith("suite models: ")
         assert parent.info.experiment_id == experiment_id
         artifacts = {a.path for a in client.list_artifacts(parent_id)}
-        assert {"suite.md", "suite.json"} <= artifacts
+        assert {"suite.md", "suite.json", "pareto.png", "pareto.md"} <= artifacts
         children = client.search_runs([experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}'")
         assert sorted(c.data.tags["benchgate.workload"] for c in children) == list(entries)
         for child in children:
@@ -191,6 +195,7 @@ def test_bad_entries_fail_alone_naming_themselves_and_the_others_results_are_com
     entries = entries_by_name(record)
     assert list(entries) == ["sleepy", "broken", "odd"]
     assert entries["sleepy"]["state"] == "done" and entries["sleepy"]["verdict"] == "PASS"
+    assert (out / "pareto.png").is_file() and "report" not in record  # drawn from the entry that ran
     for name in ("metrics-ws1.json", "compare.json", "compare.md", "report.html", "env.json"):
         assert (out / "sleepy" / name).is_file(), name
     broken, odd = entries["broken"], entries["odd"]

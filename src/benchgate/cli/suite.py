@@ -2,7 +2,7 @@
 
 Thin: read the suite file, pass the local pipeline's `run_gate` as the gate of each entry
 (suite/runner.py), draw one progress bar across entries, print the table grouped by entry, and exit
-with the suite's code.
+with the suite's code. `report` draws a finished suite's Pareto view again (suite/report.py).
 """
 
 from __future__ import annotations
@@ -43,8 +43,10 @@ from benchgate.errors import (
     EXIT_RUN_FAILED,
     EXIT_UNKNOWN,
     BenchgateError,
+    DiskError,
 )
 from benchgate.kit.progress import Reporter
+from benchgate.suite.report import write_suite_report
 from benchgate.suite.runner import SUITE_FILE, EntryOutcome
 from benchgate.suite.spec import load_suite
 from benchgate.suite.stage import DEFAULT_OUT, run_suite
@@ -59,7 +61,7 @@ SUITE_CODES = exit_codes(
 )
 REPORT_CODES = exit_codes(
     (OK[0], "the report was written"),
-    (BAD_INPUT[0], "DIR is no suite's output directory, or its suite.json is damaged (named)"),
+    (BAD_INPUT[0], "DIR has no suite.json, it is damaged (named), or no entry finished"),
     (EXIT_RUN_FAILED, "a disk refused a write"),
 )
 
@@ -169,7 +171,28 @@ def suite_run(
     mlflow = outcome.record.data.get("mlflow") or {}
     if mlflow.get("suite_run_id"):
         console.print(f"MLflow suite run {mlflow['suite_run_id']}: {mlflow.get('url') or mlflow.get('uri')}")
+    if outcome.report_warning:
+        console.print(f"[yellow]warning:[/] {escape(outcome.report_warning)}")
+    else:
+        console.print(f"Pareto view: {outcome.out_dir}/suite.html  (pareto.png, pareto.md)", markup=False)
     if outcome.tracking_warning:
         console.print(f"[yellow]warning:[/] {escape(outcome.tracking_warning)}")
     console.print(f"suite exit {outcome.exit_code}", highlight=False)
     raise typer.Exit(outcome.exit_code)
+
+
+@suite_app.command("report", cls=PlainCommand, epilog=REPORT_CODES)
+def suite_report(
+    directory: Annotated[
+        Path, typer.Argument(metavar="DIR", help="A suite's output directory (suite run --out).")
+    ],
+) -> None:
+    """Draw a finished suite's Pareto view again: pareto.png, pareto.md and suite.html in DIR."""
+    try:
+        written = write_suite_report(directory)
+    except BenchgateError as exc:
+        _fail(exc)
+    except OSError as e:
+        _fail(DiskError(f"{directory}: cannot write {e.filename or directory}: {e.strerror or e}"))
+    for path in written:
+        console.print(str(path), markup=False, highlight=False)

@@ -34,7 +34,7 @@ from benchgate.errors import ConfigError
 
 NAME_RULE = "up to 200 letters, digits, '.', '_' or '-', starting with a letter or digit"
 # The suite's own files in its --out, beside the entries' directories: no entry may be named as one.
-SUITE_OUTPUTS = ("suite.json", "suite.md", "pareto.png")
+SUITE_OUTPUTS = ("suite.json", "suite.md", "pareto.png", "pareto.md", "suite.html")
 # Keys of an entry's `config` table that the entry sets itself, or that must be one for the whole suite
 # (its gate runs nest under one MLflow parent, in one experiment).
 RESERVED_ENTRY_CONFIG = {

@@ -1,7 +1,8 @@
 """A whole suite: claim --out, gate the entries, write the table and the report, then the MLflow parent.
 
 Results reach the disk before anything remote: suite.json after every entry, suite.md and the Pareto
-report once they have all run, and only then the MLflow suite parent. A tracking server that is down
+view (suite/report.py: pareto.png, pareto.md, suite.html) once they have all run, and only then the
+MLflow suite parent. A tracking server that is down
 costs a warning and a line in suite.json (`mlflow.error`), never the exit code or a result.
 """
 
@@ -14,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from benchgate.config import RunConfig, parse_config
-from benchgate.errors import BenchgateError
+from benchgate.errors import BenchgateError, ConfigError
 from benchgate.kit.files import write_text
 from benchgate.results import outdir
+from benchgate.suite.report import write_suite_report
 from benchgate.suite.runner import RunEntry, SuiteProgress, SuiteRecord, run_entries
 from benchgate.suite.spec import SUITE_OUTPUTS, SuiteSpec, merged_tables
 from benchgate.suite.table import SUITE_MD, suite_markdown
@@ -30,6 +32,8 @@ class SuiteOutcome:
     record: SuiteRecord
     # Set where the suite parent could not be logged: what to warn about.
     tracking_warning: str | None = None
+    # Set where the Pareto view could not be drawn (no entry finished): what to warn about.
+    report_warning: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -64,9 +68,24 @@ def run_suite(
         record = run_entries(spec, claimed.path, run_entry, overrides, progress)
         write_text(claimed.path / SUITE_MD, suite_markdown(claimed.path, record.data))
         outcome = SuiteOutcome(claimed.path, record)
+        outcome.report_warning = _write_report(outcome)
         if shared.tracking.enabled:
             outcome.tracking_warning = _log_parent(shared, outcome, time.perf_counter() - started)
     return outcome
+
+
+def _write_report(outcome: SuiteOutcome) -> str | None:
+    """The Pareto view (pareto.png, pareto.md, suite.html); what to warn about where there is none.
+
+    Only a suite in which no entry finished has nothing to plot (a ConfigError of the report): the
+    suite's verdicts and exit code stand, and suite.json says why the view is missing."""
+    try:
+        write_suite_report(outcome.out_dir)
+    except ConfigError as e:
+        outcome.record.data["report"] = {"error": str(e)}
+        outcome.record.save()
+        return f"no Pareto view: {e}"
+    return None
 
 
 def _log_parent(config: RunConfig, outcome: SuiteOutcome, seconds: float) -> str | None:

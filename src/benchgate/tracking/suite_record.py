@@ -7,7 +7,7 @@ Logged after the entries, whose results are on disk first, in the experiment the
               description (one line per entry)
     params    suite_file, entries
     metrics   entries_done, entries_error, seconds
-    artifacts suite.md, suite.json, pareto.png (those that exist)
+    artifacts suite.md, suite.json, pareto.png, pareto.md (those that exist)
 
 Each entry's gate run (its run id is in the entry directory's published.json) gets the tag
 mlflow.parentRunId = the suite run, so the UI shows one gate run per entry under the suite. A gate run
@@ -33,7 +33,7 @@ from benchgate.tracking.view import TAG_DESCRIPTION, metric
 KIND_SUITE = "suite"
 TAG_SUITE = "benchgate.suite"
 TAG_SUITE_EXIT = "benchgate.suite.exit_code"
-ARTIFACTS = ("suite.md", "suite.json", "pareto.png")
+ARTIFACTS = ("suite.md", "suite.json", "pareto.png", "pareto.md")
 
 
 def worst_verdict(record: dict[str, Any]) -> str:

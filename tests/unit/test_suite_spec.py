@@ -98,6 +98,9 @@ def test_each_bad_entry_is_that_entrys_error_naming_it_the_field_and_the_value(t
     )
     spec = load_suite(path)
     errors = [e.error for e in spec.entries]
+    # Every entry has a name unique in the suite (suite.json's key): its own where usable, else its place.
+    names = [e.name for e in spec.entries]
+    assert names == ["ok", "entries[1]", "entries[2]", "v", "p", "b", "r", "entries[7]", "c", "entries[9]"]
     assert errors[0] is None
     assert errors[1] == (
         "entries[1] 'ok': name: got 'ok', the name of entries[0] too (each entry's name keys its own "
@@ -112,9 +115,7 @@ def test_each_bad_entry_is_that_entrys_error_naming_it_the_field_and_the_value(t
     assert errors[5] is not None and errors[5].startswith("entries[5] 'b': variant.batch_size: got 0 (")
     assert errors[6] == "entries[6] 'r': config.bench.name: set by the entry's name, not in config"
     assert errors[7] == "entries[7]: name: missing"
-    assert (
-        errors[9] == "entries[9] 'suite.json': name: got 'suite.json' (the name of a file the suite writes)"
-    )
+    assert errors[9] == "entries[9] 'suite.json': name: got 'suite.json' (a file the suite writes)"
     # A per-entry config that does not validate is found when the entry's config is built, still named.
     assert errors[8] is None
     with pytest.raises(ConfigError, match=r"^entries\[8\] 'c': bench.steps: got 'ten'"):
@@ -164,7 +165,7 @@ def test_entries_run_in_order_one_error_does_not_stop_the_next_and_suite_json_fo
     a, b, c, d = saved["entries"]
     assert (a["verdict"], a["exit_code"], c["verdict"]) == ("FAIL", 1, "PASS")
     assert b["error"] == "entries[1] 'b': bench.workload: cannot import module 'm'" and b["exit_code"] == 2
-    assert d["state"] == "error" and d["out"] is None and d["variant"] == {"x": 1}
+    assert d["state"] == "error" and d["out"] == "d" and d["variant"] == {"x": 1}
 
 
 @pytest.mark.parametrize(

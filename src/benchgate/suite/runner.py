@@ -101,7 +101,8 @@ def new_record(spec: SuiteSpec, out_dir: Path) -> SuiteRecord:
             {
                 "name": planned.name,
                 **shown_entry(planned),
-                "out": planned.name if runnable else None,
+                # Relative to the suite's --out; an entry refused before it ran has no directory there.
+                "out": planned.name,
                 "state": "pending" if runnable else "error",
                 "verdict": None,
                 "exit_code": None if runnable else EXIT_BAD_INPUT,

@@ -91,20 +91,21 @@ class PlannedEntry:
 
     index: int
     raw: dict[str, Any]
+    # What suite.json and the table call it, unique in the suite: its name where that is usable (and
+    # then its results directory, <out>/<name>), else `entries[i]`.
+    name: str
     entry: SuiteEntry | None = None
     error: str | None = None
 
     @property
-    def name(self) -> str:
-        """The entry's name as written (a usable one keys its results), else `entries[i]`."""
-        name = self.raw.get("name")
-        return name if isinstance(name, str) and name else f"entries[{self.index}]"
-
-    @property
     def where(self) -> str:
         """How messages name the entry: `entries[1] 'gpt-tiny-bf16'`."""
-        name = self.raw.get("name")
-        return f"entries[{self.index}] {name!r}" if isinstance(name, str) else f"entries[{self.index}]"
+        return _where(self.index, self.raw)
+
+
+def _where(index: int, raw: Any) -> str:
+    name = raw.get("name") if isinstance(raw, dict) else None
+    return f"entries[{index}] {name!r}" if isinstance(name, str) else f"entries[{index}]"
 
 
 @dataclass(frozen=True)
@@ -151,33 +152,41 @@ def load_suite(path: Path) -> SuiteSpec:
 
 
 def _plan(index: int, raw: Any, seen: dict[str, int]) -> PlannedEntry:
+    """One entry checked; `seen` holds the names given so far (name -> index), and gets this one's."""
+    table = raw if isinstance(raw, dict) else {}
+    written = table.get("name")
+    usable = (
+        isinstance(written, str)
+        and STORED_NAME.fullmatch(written) is not None
+        and written not in seen
+        and written not in SUITE_OUTPUTS
+    )
+    name = str(written) if usable else f"entries[{index}]"
+    entry, error = _checked(index, raw, seen)
+    seen.setdefault(name, index)
+    return PlannedEntry(index, table, name, entry, error)
+
+
+def _checked(index: int, raw: Any, seen: dict[str, int]) -> tuple[SuiteEntry | None, str | None]:
+    """The entry, or why it cannot run (naming it, the field and the value)."""
+    where = _where(index, raw)
     if not isinstance(raw, dict):
-        return PlannedEntry(index, {}, error=f"entries[{index}]: got {shown(raw)} (expected a table)")
-    planned = PlannedEntry(index, raw)
+        return None, f"{where}: got {shown(raw)} (expected a table)"
     try:
         entry = SuiteEntry.model_validate(raw)
     except ValidationError as e:
-        return PlannedEntry(index, raw, error=f"{planned.where}: {validation_text(e, SuiteEntry)}")
+        return None, f"{where}: {validation_text(e, SuiteEntry)}"
     if entry.name in seen:
-        return PlannedEntry(
-            index,
-            raw,
-            error=f"{planned.where}: name: got {entry.name!r}, the name of entries[{seen[entry.name]}] too "
-            "(each entry's name keys its own baseline and results)",
+        return None, (
+            f"{where}: name: got {entry.name!r}, the name of entries[{seen[entry.name]}] too "
+            "(each entry's name keys its own baseline and results)"
         )
     if entry.name in SUITE_OUTPUTS:
-        return PlannedEntry(
-            index,
-            raw,
-            error=f"{planned.where}: name: got {entry.name!r} (the name of a file the suite writes)",
-        )
-    seen[entry.name] = index
+        return None, f"{where}: name: got {entry.name!r} (a file the suite writes)"
     for dotted, owner in RESERVED_ENTRY_CONFIG.items():
         if _has(entry.config, dotted):
-            return PlannedEntry(
-                index, raw, error=f"{planned.where}: config.{dotted}: set by {owner}, not in config"
-            )
-    return PlannedEntry(index, raw, entry=entry)
+            return None, f"{where}: config.{dotted}: set by {owner}, not in config"
+    return entry, None
 
 
 def entry_config(

@@ -16,6 +16,7 @@ was accepted here. What depends on the machine (world sizes against its devices)
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -36,6 +37,10 @@ from benchgate.errors import ConfigError
 from benchgate.kit.credentials import MLFLOW_INSTEAD, refuse_credentials
 
 DEFAULT_WORKLOAD = "benchgate.workloads.gpt:make_workload"
+# A name results are stored under (bench.name, a suite entry's name): a directory of the baseline store
+# and a word of MLflow keys, so nothing that could leave the store ('..', '/', a NUL). The same rule as
+# the workload names of results/bundle.py.
+STORED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 # The longest any timeout or budget may be: 30 days. Far past any gate run, and far inside what the
 # runner can wait on (threading's TIMEOUT_MAX, ~292 years; a timedelta for the collective timeout).
@@ -63,6 +68,12 @@ class BenchConfig(_Model):
         DEFAULT_WORKLOAD,
         description="Workload factory as 'module:function'; the function returns a benchgate Workload.",
     )
+    name: str | None = Field(
+        None,
+        description="The name results are stored and compared under (baseline store, MLflow, the verdict): "
+        "two setups of one workload (e.g. two batch sizes) each get their own baseline. Default: the "
+        "workload's own name.",
+    )
     workload_args: dict[str, WorkloadArg] = Field(
         default_factory=dict,
         description="Keyword arguments passed to the workload factory: strings, integers, floats and "
@@ -82,6 +93,11 @@ class BenchConfig(_Model):
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Where to train; auto picks cuda.")
     precision: Literal["auto", "fp32", "bf16"] = Field(
         "auto", description="bf16 autocast on CUDA, fp32 on CPU when auto."
+    )
+    compile: Bool = Field(
+        False,
+        description="torch.compile the model for the bench's and the A/B's steps; the first warmup step "
+        "compiles it, so bench.warmup must be at least 1.",
     )
     threads_per_rank: Int | None = Field(
         None,
@@ -127,6 +143,24 @@ class BenchConfig(_Model):
         # Checked here, not at import: every dotted part of the module and the function must be names.
         if not sep or not all(part.isidentifier() for part in [*module.split("."), func]):
             raise ValueError("expected 'module:function', e.g. 'my_pkg.workloads:make_workload'")
+        return v
+
+    @field_validator("name")
+    @classmethod
+    def _stored_name(cls, v: str | None) -> str | None:
+        # A directory of the baseline store and a word of MLflow keys: the rule of results/bundle.py.
+        if v is not None and not STORED_NAME.fullmatch(v):
+            raise ValueError(
+                "expected up to 200 letters, digits, '.', '_' or '-', starting with a letter or digit"
+            )
+        return v
+
+    @field_validator("compile")
+    @classmethod
+    def _compile_warms_up(cls, v: bool, info: Any) -> bool:
+        # The first compiled step compiles (seconds to minutes): timed, it would be the slowest step.
+        if v and info.data.get("warmup", 1) < 1:
+            raise ValueError("needs bench.warmup >= 1: the first compiled step compiles the model")
         return v
 
     @field_validator("workload_args", mode="before")

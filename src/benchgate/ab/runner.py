@@ -87,7 +87,8 @@ def round_config(config: RunConfig, steps: int | None = None) -> RunConfig:
     """
     update = {
         "steps": steps or config.gate.ab.steps,
-        "warmup": config.gate.ab.warmup,
+        # A compiled model compiles at its first step, which must not be a measured one.
+        "warmup": max(config.gate.ab.warmup, 1) if config.bench.compile else config.gate.ab.warmup,
         "drift_reference": False,
     }
     bench = config.bench.model_copy(update=update)

@@ -35,6 +35,7 @@ from benchgate.cli.run_output import (
     print_run_outcome,
     stage_progress,
 )
+from benchgate.cli.suite import suite_app
 from benchgate.cli.terminal import (
     APP_SETTINGS,
     GATE_CODES,
@@ -317,6 +318,7 @@ app.command(cls=PlainCommand, epilog=BACKFILL_CODES)(backfill)
 app.command(epilog=BISECT_CODES)(bisect)
 app.command(epilog=SYNC_CODES)(sync)
 app.command(name="comment", epilog=COMMENT_EPILOG)(comment)
+app.add_typer(suite_app, name="suite")
 
 
 def main() -> None:  # pragma: no cover - console entry point used by `python -m benchgate`

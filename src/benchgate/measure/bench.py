@@ -217,6 +217,7 @@ def run_worker(
         rank=rank,
         ddp=world_size > 1,
         before_wrap=count_flops if rank == 0 and not counting else None,
+        compile=bench.compile,
     )
     turns = None
     if turn_taking is not None:
@@ -298,7 +299,8 @@ def run_worker(
         "schema_version": SCHEMA_VERSION,
         "stage": "bench",
         "machine_profile": capture_environment()["machine_profile"],
-        "workload": workload.name,
+        # The name results are stored and compared under: bench.name where a setup has its own.
+        "workload": bench.name or workload.name,
         "world_size": world_size,
         "device": device_name,
         "backend": backend if world_size > 1 else None,

@@ -121,7 +121,8 @@ def run_probes(
 def run_eval(config: RunConfig, out: Path) -> dict[str, Any]:
     """The eval stage: writes eval.json (skipped, with the reason, when the workload has no eval hook)."""
     workload = load_workload(config.bench.workload, dict(config.bench.workload_args))
-    result: dict[str, Any] = {"schema_version": 1, "stage": "eval", "workload": workload.name}
+    stored_name = config.bench.name or workload.name
+    result: dict[str, Any] = {"schema_version": 1, "stage": "eval", "workload": stored_name}
     missing = missing_eval_hook(workload)
     if missing is not None:
         # Said in eval.json and, from there, in the comparison's notes and the terminal (stages).

@@ -36,13 +36,14 @@ NAMES = ("benchgate", "packages", "config")
 # Bench settings that change the time of a step. steps, warmup, world_sizes, timeouts, drift_reference
 # and peak_tflops change how long or how often it is measured, or what is computed from the times, not
 # the speed of a step: a baseline of 60 steps still measures the same steps as a run of 100.
-CONFIG_FIELDS = ("workload", "workload_args", "device", "precision", "threads_per_rank", "seed")
+CONFIG_FIELDS = ("workload", "workload_args", "device", "precision", "compile", "threads_per_rank", "seed")
 DIGEST_CHARS = 16  # 64 bits: a chance collision between two setups is not a practical concern
 
 _PLAIN_WORDS = {
     "benchgate": "another benchgate (its harness or its bundled workloads)",
     "packages": "other installed packages (or another Python)",
-    "config": "another bench configuration (workload, its arguments, device, precision, threads, seed)",
+    "config": "another bench configuration (workload, its arguments, device, precision, compile, threads, "
+    "seed)",
 }
 _SEPARATORS = re.compile(r"[-_.]+")
 
@@ -109,6 +110,9 @@ def _interpreter() -> str:
 
 def _config_json(config: RunConfig) -> str:
     settings = config.bench.model_dump(mode="json", include=set(CONFIG_FIELDS))
+    if not settings["compile"]:
+        # An eager run digests as it did before bench.compile existed: stored baselines still match.
+        del settings["compile"]
     return json.dumps(settings, sort_keys=True, separators=(",", ":"))
 
 

@@ -47,4 +47,4 @@ def stage_check_workload(config: RunConfig) -> dict[str, Any]:
     eval_seq_len = config.eval.seq_len if config.eval.enabled else None
     where = f"bench.workload: {bench.workload}"
     loss = check_training_step(workload, where, bench.seed, eval_seq_len, resolve_device(bench.device))
-    return {"workload": workload.name, "loss": loss, "seconds": time.perf_counter() - started}
+    return {"workload": bench.name or workload.name, "loss": loss, "seconds": time.perf_counter() - started}

@@ -29,7 +29,8 @@ def run_trace(config: RunConfig, trace_dir: Path) -> dict[str, Any]:
     workload = load_workload(config.bench.workload, dict(config.bench.workload_args))
     device = resolve_device(config.bench.device)
     precision = resolve_precision(config.bench.precision, device)
-    trainer = build_trainer(workload, device, precision, config.bench.seed)
+    # Compiled as the bench's steps are (bench.compile): the trace shows what was timed.
+    trainer = build_trainer(workload, device, precision, config.bench.seed, compile=config.bench.compile)
     trace_dir.mkdir(parents=True, exist_ok=True)
     for old in trace_dir.glob("*.pt.trace.json*"):
         old.unlink()
@@ -40,7 +41,7 @@ def run_trace(config: RunConfig, trace_dir: Path) -> dict[str, Any]:
         activities=activities,
         schedule=schedule(wait=settings.wait, warmup=settings.warmup, active=settings.active, repeat=1),
         on_trace_ready=tensorboard_trace_handler(
-            str(trace_dir), worker_name=f"{workload.name}-ws1", use_gzip=True
+            str(trace_dir), worker_name=f"{config.bench.name or workload.name}-ws1", use_gzip=True
         ),
         record_shapes=True,
         profile_memory=True,
@@ -52,7 +53,7 @@ def run_trace(config: RunConfig, trace_dir: Path) -> dict[str, Any]:
     summary = {
         "schema_version": 1,
         "stage": "trace",
-        "workload": workload.name,
+        "workload": config.bench.name or workload.name,
         "device": str(device),
         "schedule": settings.model_dump(mode="json"),
         "ranges": list(RANGES),

@@ -8,7 +8,7 @@ Sizes:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -123,10 +123,19 @@ class GPTWorkload:
         )
 
 
-def make_workload(size: str = "auto", lr: float = 3e-3) -> GPTWorkload:
-    """Factory for `--workload benchgate.workloads.gpt:make_workload --workload-arg size=tiny`."""
+def make_workload(size: str = "auto", lr: float = 3e-3, batch_size: int | None = None) -> GPTWorkload:
+    """Factory for `--workload benchgate.workloads.gpt:make_workload --workload-arg size=tiny`.
+
+    `batch_size` (windows per rank and step; default the size's) is what a suite's variant batch_size
+    sets. The name stays the size's: a suite stores each variant under its entry's name (bench.name).
+    """
     if size == "auto":
         size = "small" if torch.cuda.is_available() else "tiny"
     if size not in SIZES:
         raise ValueError(f"size must be one of {', '.join(['auto', *SIZES])}; got {size!r}")
-    return GPTWorkload(size, SIZES[size], lr=float(lr))
+    shape = SIZES[size]
+    if batch_size is not None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an integer >= 1; got {batch_size!r}")
+        shape = replace(shape, batch_size=batch_size)
+    return GPTWorkload(size, shape, lr=float(lr))

@@ -88,9 +88,12 @@ def build_trainer(
     rank: int = 0,
     ddp: bool = False,
     before_wrap: Callable[[nn.Module], None] | None = None,
+    compile: bool = False,
 ) -> Trainer:
     """`before_wrap` sees the model as the workload built it, before any DDP wrap (the bench counts
-    its FLOPs there: through DDP, a backward on one rank alone would wait on the others)."""
+    its FLOPs there: through DDP, a backward on one rank alone would wait on the others). `compile`
+    (bench.compile) wraps the model in torch.compile, which compiles it at the first step (the bench's
+    warmup)."""
     # Same seed on every rank: DDP needs identical initial weights; batches differ per rank below.
     torch.manual_seed(seed)
     model = workload.build_model(device)
@@ -99,6 +102,10 @@ def build_trainer(
     if ddp:
         device_ids = [device.index] if device.type == "cuda" else None
         model = nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+    if compile:
+        # Around DDP, as PyTorch documents it: the compiler splits the graph at DDP's gradient buckets so
+        # communication still overlaps the backward pass. The optimizer sees the same parameters.
+        model = torch.compile(model)  # type: ignore[assignment]
     optimizer = workload.make_optimizer(model)
     generator = torch.Generator(device="cpu").manual_seed(seed * 1_000_003 + rank)
     return Trainer(workload, model, optimizer, generator, device, precision)

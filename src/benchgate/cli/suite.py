@@ -1,0 +1,198 @@
+"""`benchgate suite run | report`: several gate runs from one suite.toml (docs/suites.md).
+
+Thin: read the suite file, pass the local pipeline's `run_gate` as the gate of each entry
+(suite/runner.py), draw one progress bar across entries, print the table grouped by entry, and exit
+with the suite's code. `report` draws a finished suite's Pareto view again (suite/report.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from benchgate.cli.terminal import (
+    APP_SETTINGS,
+    BAD_INPUT,
+    OK,
+    PlainCommand,
+    TrackingOption,
+    TrackingUriOption,
+    console,
+    exit_codes,
+    option,
+)
+from benchgate.cli.terminal import fail as _fail
+from benchgate.config import RunConfig
+from benchgate.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_PASS,
+    EXIT_REGRESSION,
+    EXIT_RUN_FAILED,
+    EXIT_UNKNOWN,
+    BenchgateError,
+    DiskError,
+)
+from benchgate.kit.progress import Reporter
+from benchgate.suite.report import write_suite_report
+from benchgate.suite.runner import SUITE_FILE, EntryOutcome
+from benchgate.suite.spec import load_suite
+from benchgate.suite.stage import DEFAULT_OUT, run_suite
+from benchgate.suite.table import print_suite_table
+
+SUITE_CODES = exit_codes(
+    (EXIT_PASS, "every entry PASS or WARN (UNKNOWN too where gate.on_unknown = neutral)"),
+    (EXIT_REGRESSION, "an entry FAILed: a regression"),
+    (EXIT_BAD_INPUT, "bad input: the suite file (nothing ran), or an entry (named; the others ran)"),
+    (EXIT_RUN_FAILED, "an entry's run itself failed (a rank crashed or hung, a disk refused a write)"),
+    (EXIT_UNKNOWN, "an entry's timing was not resolved (UNKNOWN), and none FAILed"),
+)
+REPORT_CODES = exit_codes(
+    (OK[0], "the report was written"),
+    (BAD_INPUT[0], "DIR has no suite.json, it is damaged (named), or no entry finished"),
+    (EXIT_RUN_FAILED, "a disk refused a write"),
+)
+
+suite_app = typer.Typer(
+    help="Gate several workloads and variants from one suite file (run), and draw its Pareto view (report).",
+    epilog=SUITE_CODES,
+    no_args_is_help=True,
+    **APP_SETTINGS,
+)
+
+
+class _EntryBar:
+    """One progress line across entries: `entry 2/4 gpt-tiny-bf16 · bench ws=2 3/6`."""
+
+    def __init__(self, progress: Progress, total: int) -> None:
+        self.progress = progress
+        self.task = progress.add_task("suite", total=total)
+        self.prefix = ""
+        self.stage = ""
+
+    # SuiteProgress
+    def entry_started(self, position: int, total: int, name: str) -> Reporter:
+        self.prefix, self.stage = f"entry {position}/{total} {name}", ""
+        self._show()
+        return self
+
+    def entry_finished(self, position: int, total: int, record: dict[str, Any]) -> None:
+        outcome = record["verdict"] or f"error (exit {record['exit_code']})"
+        seconds = record["seconds"] or 0.0
+        self.progress.console.print(
+            escape(f"entry {position}/{total} {record['name']}: {outcome} ({seconds:.1f} s)"), highlight=False
+        )
+        self.progress.update(self.task, completed=position, description=escape(f"{position}/{total} done"))
+
+    # Reporter: the current entry's stages
+    def stage_started(self, name: str, total: int | None = None) -> None:
+        self.stage = name
+        self._show()
+
+    def stage_progress(self, done: int, total: int) -> None:
+        self._show(f" {done}/{total}")
+
+    def stage_finished(self, name: str, seconds: float) -> None:
+        self._show()
+
+    def _show(self, count: str = "") -> None:
+        text = f"{self.prefix} · {self.stage}{count}" if self.stage else self.prefix
+        self.progress.update(self.task, description=escape(text))
+
+
+@contextmanager
+def _entry_bar(total: int) -> Iterator[_EntryBar]:
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        yield _EntryBar(progress, total)
+
+
+def _gate_entry(base: str) -> Any:
+    """The gate of one entry: the local pipeline, as `benchgate run` runs it."""
+    from benchgate.kfp.local_run import run_gate
+
+    def run_entry(config: RunConfig, reporter: Reporter) -> EntryOutcome:
+        outcome = run_gate(config, reporter, base=base)
+        comparison = outcome.comparison
+        return EntryOutcome(comparison.verdict, comparison.exit_code, outcome.out_dir)
+
+    return run_entry
+
+
+@suite_app.command("run", cls=PlainCommand, epilog=SUITE_CODES)
+def suite_run(
+    suite_file: Annotated[Path, typer.Argument(metavar="SUITE_FILE", help="The suite file (suite.toml).")],
+    out: Annotated[
+        Path, option(metavar="DIR", text="Directory for the suite's results, one directory per entry in it.")
+    ] = DEFAULT_OUT,
+    tracking_uri: TrackingUriOption = None,
+    tracking: TrackingOption = None,
+    base: Annotated[
+        str,
+        option(
+            metavar="REF",
+            text="A/B: a git ref of this repository benchmarked side by side with each entry wherever its "
+            "stored-baseline screen does not PASS.",
+            default="none: each baseline's commit, where this repository has it",
+        ),
+    ] = "",
+) -> None:
+    """Gate every entry of a suite file, one at a time, each against its own baseline."""
+    overrides = {"tracking.uri": tracking_uri, "tracking.enabled": tracking}
+    try:
+        spec = load_suite(suite_file)
+        with _entry_bar(len(spec.entries)) as bar:
+            outcome = run_suite(spec, out, _gate_entry(base), overrides, bar)
+    except BenchgateError as exc:
+        _fail(exc)
+    print_suite_table(outcome.out_dir, outcome.record.data, console)
+    console.print(
+        f"results: {outcome.out_dir}/  ({SUITE_FILE}, suite.md, one directory per entry)", markup=False
+    )
+    mlflow = outcome.record.data.get("mlflow") or {}
+    if mlflow.get("suite_run_id"):
+        console.print(f"MLflow suite run {mlflow['suite_run_id']}: {mlflow.get('url') or mlflow.get('uri')}")
+    if outcome.report_warning:
+        console.print(f"[yellow]warning:[/] {escape(outcome.report_warning)}")
+    else:
+        console.print(f"Pareto view: {outcome.out_dir}/suite.html  (pareto.png, pareto.md)", markup=False)
+    if outcome.tracking_warning:
+        console.print(f"[yellow]warning:[/] {escape(outcome.tracking_warning)}")
+    console.print(f"suite exit {outcome.exit_code}", highlight=False)
+    raise typer.Exit(outcome.exit_code)
+
+
+@suite_app.command("report", cls=PlainCommand, epilog=REPORT_CODES)
+def suite_report(
+    directory: Annotated[
+        Path, typer.Argument(metavar="DIR", help="A suite's output directory (suite run --out).")
+    ],
+) -> None:
+    """Draw a finished suite's Pareto view again: pareto.png, pareto.md and suite.html in DIR."""
+    try:
+        written = write_suite_report(directory)
+    except BenchgateError as exc:
+        _fail(exc)
+    except OSError as e:
+        _fail(DiskError(f"{directory}: cannot write {e.filename or directory}: {e.strerror or e}"))
+    for path in written:
+        console.print(str(path), markup=False, highlight=False)

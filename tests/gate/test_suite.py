@@ -1,0 +1,242 @@
+"""`benchgate suite run` as a user runs it: a real subprocess, each entry through the local pipeline
+(kfp.local, real torchrun), logged to a real `mlflow server`.
+
+Runs happen outside any git checkout (a temporary directory), so a second run compares with the stored
+baselines without an A/B against a baseline commit: these tests check the suite's plumbing (per-entry
+names, baselines, suite.json, MLflow nesting, exit codes), not the timing decision (tests/gate/test_ab.py).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchgate.kit.files import read_json
+from benchgate.suite.runner import suite_exit_code
+
+# What every entry starts from: one world size, few steps, no trace; the sleepy workload needs 12 steps
+# for a loss slope that is reliably negative (tests/conftest.py's make_config uses as many).
+BENCH_TOML = """\
+[bench]
+steps = 6
+warmup = 2
+world_sizes = [1]
+[eval]
+enabled = false
+[trace]
+enabled = false
+[gate]
+baseline_dir = "{baselines}"
+update_baseline = "{update}"
+[gate.tolerances]
+throughput_drop_pct = 50.0
+[tracking]
+experiment = "{experiment}"
+local_dir = "{tmp}/mlflow"
+spool_dir = "{tmp}/spool"
+"""
+
+SUITE_HEADER = """\
+[suite]
+name = "models"
+config = "bench.toml"
+"""
+GPT_ENTRIES = """
+[[entries]]
+name = "gpt-tiny-b4"
+workload = "benchgate.workloads.gpt:make_workload"
+args = { size = "tiny" }
+variant = { precision = "fp32", batch_size = 4 }
+
+[[entries]]
+name = "gpt-tiny-b8"
+workload = "benchgate.workloads.gpt:make_workload"
+args = { size = "tiny" }
+variant = { precision = "fp32", batch_size = 8 }
+config = { eval = { enabled = true, train_steps = 20 } }
+"""
+SLEEPY_ENTRY = """
+[[entries]]
+name = "sleepy"
+workload = "bg_test_workloads:sleepy"
+args = { step_ms = 5.0 }
+config = { bench = { steps = 12 } }
+"""
+BAD_ENTRIES = """
+[[entries]]
+name = "broken"
+workload = "no_such_module:make_workload"
+
+[[entries]]
+name = "odd"
+workload = "bg_test_workloads:sleepy"
+variant = { precision = "fp32", flash_attention = true }
+"""
+
+
+def benchgate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "benchgate", *args], cwd=cwd, capture_output=True, text=True, timeout=900
+    )
+
+
+def write_suite(tmp: Path, experiment: str, entries: str, update: str = "always") -> Path:
+    (tmp / "bench.toml").write_text(
+        BENCH_TOML.format(baselines=tmp / "baselines", update=update, experiment=experiment, tmp=tmp)
+    )
+    path = tmp / "suite.toml"
+    path.write_text(SUITE_HEADER + entries)
+    return path
+
+
+def entries_by_name(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in record["entries"]}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)  # six gate runs: about 4 min on an idle 2-core host, 11 on a busy one
+def test_a_suite_gates_each_entry_against_its_own_baseline_under_one_mlflow_parent(
+    mlflow_server: str, tmp_path: Path
+) -> None:
+    from mlflow import MlflowClient
+
+    experiment = f"suite-{tmp_path.name}"
+    suite = write_suite(tmp_path, experiment, GPT_ENTRIES + SLEEPY_ENTRY)
+    first = benchgate(
+        "suite", "run", str(suite), "--out", "first", "--tracking-uri", mlflow_server, cwd=tmp_path
+    )
+    assert first.returncode == 0, first.stdout + first.stderr
+    record = read_json(tmp_path / "first" / "suite.json")
+    assert record["suite"] == "models" and record["suite_file"] == str(suite)
+    assert record["exit_code"] == 0
+    entries = entries_by_name(record)
+    assert list(entries) == ["gpt-tiny-b4", "gpt-tiny-b8", "sleepy"]
+    for name, entry in entries.items():
+        assert entry["state"] == "done" and entry["verdict"] == "PASS" and entry["exit_code"] == 0, entry
+        assert entry["out"] == name and entry["error"] is None and entry["seconds"] > 0
+        metrics = read_json(tmp_path / "first" / name / "metrics-ws1.json")
+        # Stored and compared under the entry's name, whatever the workload calls itself.
+        assert metrics["workload"] == name
+    assert entries["gpt-tiny-b4"]["variant"] == {"precision": "fp32", "batch_size": 4}
+    b4 = read_json(tmp_path / "first" / "gpt-tiny-b4" / "metrics-ws1.json")
+    b8 = read_json(tmp_path / "first" / "gpt-tiny-b8" / "metrics-ws1.json")
+    assert (b4["tokens_per_step_global"], b8["tokens_per_step_global"]) == (4 * 128, 8 * 128)
+    assert read_json(tmp_path / "first" / "gpt-tiny-b8" / "eval.json")["workload"] == "gpt-tiny-b8"
+    assert not (tmp_path / "first" / "gpt-tiny-b4" / "eval.json").exists()
+    # One baseline per entry, even for the two of one workload.
+    stored = sorted(p.parent.name for p in (tmp_path / "baselines").glob("*/*/baseline.json"))
+    assert stored == ["gpt-tiny-b4", "gpt-tiny-b8", "sleepy"]
+    # The terminal's table is grouped by entry and says the suite's exit code; suite.md is the same.
+    assert "entry 3/3 sleepy: PASS" in first.stdout
+    markdown = (tmp_path / "first" / "suite.md").read_text()
+    for name in entries:
+        assert f"**{name} (PASS)**" in markdown
+    # The Pareto view (suite/report.py) is drawn at the end; only gpt-tiny-b8 had the eval.
+    assert (tmp_path / "first" / "pareto.png").read_bytes().startswith(b"\x89PNG")
+    pareto = (tmp_path / "first" / "pareto.md").read_text()
+    assert "gpt-tiny-b4 is left out of the perplexity panel" in pareto
+
+    # Second run, never the baseline: each entry compares with its own baseline of the first run.
+    write_suite(tmp_path, experiment, GPT_ENTRIES + SLEEPY_ENTRY, update="never")
+    second = benchgate(
+        "suite", "run", str(suite), "--out", "second", "--tracking-uri", mlflow_server, cwd=tmp_path
+    )
+    record2 = read_json(tmp_path / "second" / "suite.json")
+    assert second.returncode == record2["exit_code"] == suite_exit_code(record2["entries"])
+    for name, entry in entries_by_name(record2).items():
+        assert entry["state"] == "done", entry
+        compare = read_json(tmp_path / "second" / name / "compare.json")
+        assert compare["workload"] == name
+        # The baseline it was compared with is the first run of this entry, not of its workload.
+        baseline_metrics = read_json(Path(compare["baseline_path"]) / "metrics-ws1.json")
+        assert baseline_metrics["workload"] == name
+        timing = [c for c in compare["checks"] if c["metric"] == "tokens_per_s"]
+        assert timing and all(c["status"] != "NEW" and c["baseline"] is not None for c in timing)
+        assert entry["verdict"] == compare["verdict"] and entry["exit_code"] == compare["exit_code"]
+
+    # MLflow: one suite parent per run, each entry's gate run nested under its suite's parent.
+    client = MlflowClient(tracking_uri=mlflow_server)
+    experiment_id = client.get_experiment_by_name(experiment).experiment_id
+    for out, data in (("first", record), ("second", record2)):
+        data = read_json(tmp_path / out / "suite.json")
+        parent_id = data["mlflow"]["suite_run_id"]
+        parent = client.get_run(parent_id)
+        assert parent.data.tags["benchgate.kind"] == "suite"
+        assert parent.data.tags["benchgate.suite"] == "models"
+        assert parent.info.run_name.startswith("suite models: ")
+        assert parent.info.experiment_id == experiment_id
+        artifacts = {a.path for a in client.list_artifacts(parent_id)}
+        assert {"suite.md", "suite.json", "pareto.png", "pareto.md"} <= artifacts
+        children = client.search_runs([experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}'")
+        assert sorted(c.data.tags["benchgate.workload"] for c in children) == list(entries)
+        for child in children:
+            published = read_json(tmp_path / out / child.data.tags["benchgate.workload"] / "published.json")
+            assert child.info.run_id == published["mlflow_run_id"]
+            assert child.data.tags["benchgate.kind"] == "gate"  # still read as a gate run
+    assert record["mlflow"]["suite_run_id"] != record2["mlflow"]["suite_run_id"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_bad_entries_fail_alone_naming_themselves_and_the_others_results_are_complete(
+    tmp_path: Path,
+) -> None:
+    # The small user workload runs; the other two cannot, each for its own reason.
+    suite = write_suite(tmp_path, "unused", SLEEPY_ENTRY + BAD_ENTRIES)
+    done = benchgate("suite", "run", str(suite), "--no-tracking", cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    out = tmp_path / "benchgate-suite-out"
+    record = read_json(out / "suite.json")
+    assert record["exit_code"] == 2 and "mlflow" not in record
+    entries = entries_by_name(record)
+    assert list(entries) == ["sleepy", "broken", "odd"]
+    assert entries["sleepy"]["state"] == "done" and entries["sleepy"]["verdict"] == "PASS"
+    assert (out / "pareto.png").is_file() and "report" not in record  # drawn from the entry that ran
+    for name in ("metrics-ws1.json", "compare.json", "compare.md", "report.html", "env.json"):
+        assert (out / "sleepy" / name).is_file(), name
+    broken, odd = entries["broken"], entries["odd"]
+    assert broken["state"] == odd["state"] == "error"
+    assert broken["exit_code"] == odd["exit_code"] == 2
+    assert broken["error"].startswith("entries[1] 'broken': bench.workload: ")
+    assert "no_such_module" in broken["error"]
+    assert odd["error"].startswith("entries[2] 'odd': variant.flash_attention: got True (unknown key")
+    assert odd["out"] == "odd" and not (out / "odd").exists()  # refused before it ran: no directory
+    # The terminal names both, and its last line the suite's exit code.
+    assert "entries[1] 'broken'" in done.stdout and "entries[2] 'odd'" in done.stdout
+    assert done.stdout.rstrip().endswith("suite exit 2")
+
+
+def test_a_suite_file_that_is_not_one_runs_nothing(tmp_path: Path) -> None:
+    (tmp_path / "suite.toml").write_text('[suite]\nname = "a/b"\n[[entries]]\nname = "x"\nworkload = "m:f"\n')
+    done = benchgate("suite", "run", "suite.toml", "--no-tracking", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "error: suite.toml: suite.name: got 'a/b'" in done.stderr
+    assert not (tmp_path / "benchgate-suite-out").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_tracking_server_that_is_down_costs_a_warning_not_the_results_or_the_exit_code(
+    tmp_path: Path,
+) -> None:
+    from conftest import free_port
+
+    suite = write_suite(tmp_path, "down", SLEEPY_ENTRY)
+    # Give up on the dead server within a second, in the entry's gate run and for the suite run.
+    (tmp_path / "bench.toml").write_text((tmp_path / "bench.toml").read_text() + "max_wait_s = 1.0\n")
+    dead = f"http://127.0.0.1:{free_port()}"
+    done = benchgate("suite", "run", str(suite), "--tracking-uri", dead, cwd=tmp_path)
+    record = read_json(tmp_path / "benchgate-suite-out" / "suite.json")
+    entry = record["entries"][0]
+    # The entry's own verdict decides the exit code (without a reachable server and with no cached
+    # baseline its timing is UNKNOWN, as for any gate run); the missing suite run changes nothing.
+    assert entry["state"] == "done" and entry["verdict"] == "UNKNOWN", entry
+    assert done.returncode == record["exit_code"] == entry["exit_code"] == 4, done.stdout + done.stderr
+    assert record["mlflow"]["suite_run_id"] is None and dead in record["mlflow"]["error"]
+    assert "warning: the suite was not logged to MLflow" in done.stdout
+    # The entry's gate run waits in the spool for `benchgate sync`, as any gate run does.
+    assert read_json(tmp_path / "benchgate-suite-out" / "sleepy" / "published.json")["spooled"]

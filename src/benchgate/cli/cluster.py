@@ -139,12 +139,18 @@ def compile_(
     ] = Path("."),
 ) -> None:
     """Compile the pipelines and components to YAML (pipelines/benchgate.yaml, pipelines/bisect.yaml,
-    components/*.yaml) and generate the CRDs from their models (charts/benchgate/files/crds/)."""
+    pipelines/benchgate-suite.yaml, components/*.yaml) and generate the CRDs from their models
+    (charts/benchgate/files/crds/)."""
     from benchgate.controller import crds
     from benchgate.kfp.bisect_pipeline import BISECT_PIPELINE_FILE, bisect_pipeline
     from benchgate.kfp.compile import compile_all, compile_to
+    from benchgate.kfp.suite_pipeline import SUITE_PIPELINE_FILE, suite_pipeline
 
-    written = [*compile_all(root), compile_to(bisect_pipeline, root / BISECT_PIPELINE_FILE)]
+    written = [
+        *compile_all(root),
+        compile_to(bisect_pipeline, root / BISECT_PIPELINE_FILE),
+        compile_to(suite_pipeline(), root / SUITE_PIPELINE_FILE),
+    ]
     for path in [*written, *crds.write(root / crds.DEFAULT_DIR)]:
         console.print(str(path))
 

@@ -15,14 +15,11 @@ Why this shape:
 - An entry's gate task does not fail on FAIL or UNKNOWN, so one regression does not stop the entries
   after it; the suite gate runs after the loop even where an entry's task failed
   (`ignore_upstream_failure`), and reports that entry as an error. It needs MLflow, where the entries'
-  verdicts meet: `suite_arguments` refuses a suite without mlflow_tracking_uri.
+  verdicts meet: `suite_arguments` (kfp/suite_submit.py) refuses a suite without mlflow_tracking_uri.
 """
 
 import functools
-import hashlib
 import inspect
-import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +27,12 @@ from kfp import dsl, kubernetes
 from kfp.dsl import Artifact, Output
 from kfp.dsl.graph_component import GraphComponent
 
-from benchgate.errors import ConfigError
 from benchgate.kfp.components import component
 from benchgate.kfp.params import (
     CLUSTER_BASELINE_DIR,
     DEFAULT_WORLD_SIZE_N,
     GPU_CPU_REQUEST,
     GPU_MEMORY_REQUEST,
-    MULTI_NODE_PARAMETERS,
 )
 from benchgate.kfp.pipeline import (
     GPU_TOLERATION,
@@ -45,11 +40,7 @@ from benchgate.kfp.pipeline import (
     LIGHT_MEMORY_REQUEST,
     MLFLOW_SECRET_KEYS,
     local_pipeline,
-    validate_pipeline_arguments,
 )
-from benchgate.kfp.suite_entries import entry_parameter, spec_entries
-from benchgate.kit.credentials import MLFLOW_INSTEAD, refuse_credentials
-from benchgate.suite.spec import SuiteSpec
 
 SUITE_PIPELINE_NAME = "benchgate-suite"
 SUITE_PIPELINE_FILE = Path("pipelines/benchgate-suite.yaml")
@@ -172,59 +163,6 @@ def suite_pipeline() -> GraphComponent:
 
 def suite_parameter_names() -> set[str]:
     return set(inspect.signature(_define(local_pipeline())).parameters)
-
-
-def entries_parameters(spec: SuiteSpec) -> list[str]:
-    """A suite file's entries as the pipeline's `entries`; a ConfigError names an entry that is wrong."""
-    return [entry_parameter(entry) for entry in spec_entries(spec)]
-
-
-def suite_file_parameters(spec: SuiteSpec) -> dict[str, Any]:
-    """What the [suite] config file sets that the pipeline takes as parameters of its own: bench.steps
-    and bench.warmup (the named parameters win over `config`), tracking.uri, and the file's tables as
-    `config`."""
-    config = json.loads(json.dumps(spec.config))  # JSON-safe: a TOML date has no pipeline type
-    bench, tracking = config.get("bench", {}), config.get("tracking", {})
-    out: dict[str, Any] = {"config": config} if config else {}
-    out |= {key: bench[key] for key in ("steps", "warmup") if key in bench}
-    if tracking.get("uri"):
-        out["mlflow_tracking_uri"] = tracking["uri"]
-    return out
-
-
-def check_suite_arguments(arguments: Mapping[str, Any]) -> None:
-    """What a suite on a cluster needs beyond a gate run's arguments: one node, an MLflow server, and
-    each entry valid as the env task will check it (a ConfigError names the entry and the field)."""
-    for name in MULTI_NODE_PARAMETERS:
-        if name in arguments:
-            raise ConfigError(
-                f"{name}: got {arguments[name]!r} (a suite runs each entry on one node; gate a world size "
-                "across nodes with `benchgate submit` alone)"
-            )
-    uri = str(arguments.get("mlflow_tracking_uri") or "")
-    refuse_credentials(uri, "mlflow_tracking_uri", MLFLOW_INSTEAD)
-    if not uri.startswith(("http://", "https://")):
-        raise ConfigError(
-            f"mlflow_tracking_uri: got {uri!r} (a suite on a cluster needs an MLflow server the cluster "
-            "reaches: its entries' verdicts meet there; set tracking.uri in the suite's config file or "
-            "--param mlflow_tracking_uri=URL)"
-        )
-    entries = arguments.get("entries")
-    if not isinstance(entries, list) or not entries:
-        raise ConfigError(f"entries: got {entries!r} (expected a list of one JSON object per entry)")
-    shared = {k: v for k, v in arguments.items() if k not in SUITE_ONLY}
-    for text in entries:
-        try:
-            validate_pipeline_arguments(shared | {"suite_entry": text})
-        except ConfigError as e:
-            name = json.loads(text).get("name") if isinstance(text, str) and text.startswith("{") else text
-            raise ConfigError(f"entry {name!r}: {e}") from None
-
-
-def suite_run_name(arguments: Mapping[str, Any]) -> str:
-    """Fixed by the arguments, as a gate run's is: a retried submit attaches to the same run."""
-    digest = hashlib.sha256(json.dumps(arguments, sort_keys=True).encode()).hexdigest()[:10]
-    return f"{SUITE_PIPELINE_NAME}-{arguments['suite_name'][:40]}-{str(arguments['commit'])[:12]}-{digest}"
 
 
 def compile_suite_package(directory: Path) -> Path:

@@ -100,14 +100,6 @@ def check_suite_arguments(arguments: Mapping[str, Any]) -> None:
     """What a suite on a cluster needs beyond a gate run's arguments: one node, an MLflow server, and
     each entry valid as its env task will check it (a ConfigError names the entry and the field)."""
     _refuse_multi_node(arguments)
-    uri = str(arguments.get("mlflow_tracking_uri") or "")
-    refuse_credentials(uri, "mlflow_tracking_uri", MLFLOW_INSTEAD)
-    if not uri.startswith(("http://", "https://")):
-        raise ConfigError(
-            f"mlflow_tracking_uri: got {uri!r} (a suite on a cluster needs an MLflow server the cluster "
-            "reaches, where its entries' verdicts meet: tracking.uri in the suite's config file, or "
-            "--param mlflow_tracking_uri=URL)"
-        )
     entries = arguments.get("entries")
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"entries: got {entries!r} (expected a list of one JSON object per entry)")
@@ -117,6 +109,15 @@ def check_suite_arguments(arguments: Mapping[str, Any]) -> None:
             validate_pipeline_arguments(shared | {"suite_entry": text})
         except ConfigError as e:
             raise ConfigError(f"entry {_entry_name(text)!r}: {e}") from None
+    uri = str(arguments.get("mlflow_tracking_uri") or "")
+    refuse_credentials(uri, "mlflow_tracking_uri", MLFLOW_INSTEAD)
+    if not uri.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"mlflow_tracking_uri: got {uri!r} (a suite on a cluster needs an MLflow server the cluster "
+            "reaches, where its entries' verdicts meet: tracking.uri in the suite's config file or "
+            "--param mlflow_tracking_uri=URL for `benchgate submit`, the controller's MLFLOW_TRACKING_URI "
+            "for a BenchmarkRun)"
+        )
 
 
 def _entry_name(text: Any) -> Any:

@@ -20,12 +20,8 @@ from typing import Any
 
 from benchgate.errors import EXIT_REGRESSION, EXIT_UNKNOWN, ConfigError
 from benchgate.kfp.params import task_stores
-from benchgate.kfp.pod_stores import (
-    SCREENED_BASELINE,
-    hand_over_baseline,
-    publish_and_keep,
-    restore_baseline,
-)
+from benchgate.kfp.pod_stores import SCREENED_BASELINE, hand_over_baseline, publish_and_keep, restore_baseline
+from benchgate.kfp.suite_entries import apply_entry, entry_run_key, read_entry
 from benchgate.kfp.task_harness import (
     MetricsSink,
     fetch_code_under_test,
@@ -43,20 +39,18 @@ LOCAL_OUT_VARIABLE = "BENCHGATE_LOCAL_OUT"
 
 
 def run_record(kfp_run_id: str, kfp_run_name: str, suite_entry: str = "") -> dict[str, Any]:
-    """run.json: the key this run is logged under in MLflow (the KFP run id, unique per pipeline run;
-    with the entry's name after it for a suite's entry, as every entry of a suite shares that id)."""
-    from benchgate.kfp.suite_entries import entry_run_key
-
+    """run.json: the key this run is logged under in MLflow, the KFP run id (unique per pipeline run),
+    with a suite entry's name after it: the entries of a suite share the id (`entry_run_key`)."""
     # Outside KFP (a component function called directly) the placeholders arrive unresolved.
     run_id = "" if kfp_run_id.startswith("{{") else kfp_run_id
     key = run_id or uuid.uuid4().hex
-    record = {
+    return {
         "run_key": entry_run_key(key, suite_entry) if suite_entry else key,
         "kfp_run_id": run_id,
         "kfp_run_name": "" if kfp_run_name.startswith("{{") else kfp_run_name,
         "started_unix": time.time(),
+        **({"suite_entry": suite_entry} if suite_entry else {}),
     }
-    return record | ({"suite_entry": suite_entry} if suite_entry else {})
 
 
 def env_task(
@@ -83,7 +77,6 @@ def env_task(
     suite, JSON) goes over the parameters (`suite_entries.apply_entry`).
     """
     from benchgate.kfp.params import check_across_nodes, config_from_parameters
-    from benchgate.kfp.suite_entries import apply_entry, read_entry
     from benchgate.measure.launch import check_world_size
     from benchgate.measure.source import use_source, validate_branch, validate_commit, validate_repository
     from benchgate.measure.stage import stage_check_workload, stage_env
@@ -363,8 +356,7 @@ def gate_task(results_dir: str, summary_path: str) -> None:
     red) on FAIL, and on UNKNOWN unless gate.on_unknown is neutral. Under `benchgate run`
     (LOCAL_OUT_VARIABLE set) a verdict is no task failure: the task says it and succeeds, and `benchgate
     run` exits with its code, so pipeline.log shows no failure trace for a run that worked. Nor does a
-    suite's entry fail (run.json names it): the suite gate reads every entry's verdict after the last
-    one and fails the suite's run; a failed iteration would only stop the entries after it.
+    suite's entry (run.json names it): the suite gate fails the suite's run after its last entry.
 
     The verdict was published (report, baseline, MLflow) by the task that reached it; the summary says
     what became of it, for `benchgate run` and for people reading the run in the KFP UI.

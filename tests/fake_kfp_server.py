@@ -15,6 +15,9 @@ IS_SUBSTRING predicates on `display_name`, pages by `page_size`/`page_token` (an
 `next_page_token`), and shows each run's current state, as KFP's list does; only GET /runs/{id} counts
 as a poll that moves a run on.
 
+A run's task details follow its pipeline (by the compiled pipeline's name): the benchgate-suite
+pipeline's runs end in its `suite gate` task, which fails where a gate run's `gate` would.
+
 `created_at` holds, for each entry of `created_runs` (same index), the `time.monotonic()` at which the
 server accepted that POST /runs: benchmarks use it to time submissions as the server saw them.
 """

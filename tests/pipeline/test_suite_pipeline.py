@@ -93,6 +93,16 @@ def test_suite_pipeline_gates_each_entry_under_its_own_key_and_fails_with_the_wo
     assert rows["gpt-tiny-b4"]["args"] == {"size": "tiny", "batch_size": 4}
     suite_md = (results / "suite.md").read_text(encoding="utf-8")
     assert "**gpt-tiny-b4 (PASS)**" in suite_md and "**rising (FAIL)**" in suite_md
+    # The Pareto view of a local suite, from the entries' files downloaded from their gate runs.
+    assert (results / "pareto.png").read_bytes().startswith(b"\x89PNG")
+    assert "gpt-tiny-b4" in (results / "pareto.md").read_text(encoding="utf-8")
+    assert sorted(p.name for p in (results / "rising").iterdir()) == [
+        "compare.json",
+        "compare.md",
+        "env.json",
+        "metrics-ws1.json",
+        "published.json",
+    ]
 
     tracker = tracking.connect(
         parse_config(
@@ -102,6 +112,8 @@ def test_suite_pipeline_gates_each_entry_under_its_own_key_and_fails_with_the_wo
     suite_run = tracker.client.get_run(record["mlflow"]["suite_run_id"])
     kfp_run_id = suite_run.data.tags[TAG_KFP_RUN_ID]
     assert suite_run.data.tags[TAG_VERDICT] == "FAIL" and suite_run.data.tags[TAG_SUITE_EXIT] == "1"
+    logged = {a.path for a in tracker.client.list_artifacts(suite_run.info.run_id)}
+    assert {"suite.json", "suite.md", "pareto.png", "pareto.md"} <= logged
     found = suite_run_for_kfp(tracker, kfp_run_id)
     assert found is not None and found.info.run_id == suite_run.info.run_id
     for name, verdict in (("gpt-tiny-b4", "PASS"), ("rising", "FAIL")):

@@ -30,6 +30,7 @@ from benchgate.errors import ConfigError
 from benchgate.kfp.params import workload_args_parameter
 from benchgate.suite.spec import (
     RESERVED_ENTRY_CONFIG,
+    SUITE_OUTPUTS,
     SuiteEntry,
     SuiteSpec,
     merged_tables,
@@ -88,6 +89,8 @@ def checked_entries(raw: Sequence[Any], where: str) -> list[SuiteEntry]:
                 f"{label}: name: got {entry.name!r}, the name of {where}[{seen[entry.name]}] too (each "
                 "entry's name keys its own baseline and results)"
             )
+        if entry.name in SUITE_OUTPUTS:
+            raise ConfigError(f"{label}: name: got {entry.name!r} (the name of a file the suite writes)")
         seen[entry.name] = index
         for dotted, owner in RESERVED_ENTRY_CONFIG.items():
             if _has(entry.config, dotted):

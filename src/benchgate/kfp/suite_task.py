@@ -2,11 +2,12 @@
 
 Each entry published its own verdict to MLflow (its gate task does not fail the run: a failed loop
 iteration would only stop the entries after it), under the key "<KFP run id>-<entry name>". This task
-reads them back, writes suite.json and suite.md in the layout a local suite's directory has (each entry's
-compare.json and compare.md under `<entry name>/`), logs the suite parent with every entry's gate run
-nested under it (tracking/suite_record.py, as `benchgate suite run` does), and ends with the suite's
-exit code (suite/runner.py's rule): the KFP UI shows the run red when an entry FAILed, was UNKNOWN, or
-has no gate run (it failed before publishing; its own tasks in the same KFP run say why).
+reads them back, writes suite.json, suite.md and the Pareto view (pareto.png, pareto.md, suite.html) in
+the layout a local suite's directory has (each entry's compare, env, eval and metrics files under
+`<entry name>/`), logs the suite parent with every entry's gate run nested under it
+(tracking/suite_record.py, as `benchgate suite run` does), and ends with the suite's exit code
+(suite/runner.py's rule): the KFP UI shows the run red when an entry FAILed, was UNKNOWN, or has no
+gate run (it failed before publishing; its own tasks in the same KFP run say why).
 
 MLflow is the only place the entries' verdicts meet (the tasks share no disk), so a cluster suite needs
 a tracking server: without one the task stops with exit 2, naming mlflow_tracking_uri; `benchgate submit
@@ -78,6 +79,7 @@ def suite_gate_task(
         record["exit_code"] = suite_exit_code(record["entries"])
         write_json(out / SUITE_FILE, record)
         write_text(out / SUITE_MD, suite_markdown(out, record))
+        _write_report(out, record)
         run_id = log_suite(tracker, out, record, time.perf_counter() - started)
         mark_suite_run(tracker, run_id, kfp_run_id, kfp_run_name, worst_verdict(record))
         record["mlflow"] = {
@@ -93,6 +95,19 @@ def suite_gate_task(
         flush=True,
     )
     return int(record["exit_code"])
+
+
+def _write_report(out: Path, record: dict[str, Any]) -> None:
+    """The Pareto view (pareto.png, pareto.md, suite.html), as a local suite draws it; where no entry
+    finished there is nothing to plot, and suite.json says so (the verdicts and exit code stand)."""
+    from benchgate.suite.report import write_suite_report
+
+    try:
+        write_suite_report(out)
+    except ConfigError as e:
+        record["report"] = {"error": str(e)}
+        write_json(out / SUITE_FILE, record)
+        print(f"benchgate suite gate: no Pareto view: {e}", flush=True)
 
 
 def _entry(tracker: Any, entry: dict[str, Any], kfp_run_id: str, out: Path) -> dict[str, Any]:

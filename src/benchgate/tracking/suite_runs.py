@@ -10,6 +10,7 @@ as it reads a gate run's (`suite_run_for_kfp`).
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,8 +28,9 @@ from benchgate.tracking.suite_record import KIND_SUITE
 if TYPE_CHECKING:
     from mlflow.entities import Run
 
-# What the suite gate downloads of each entry's gate run: enough for the suite's table (suite.md).
-ENTRY_FILES = ("compare.json", "compare.md")
+# What the suite gate downloads of each entry's gate run: the suite's table (suite.md) reads compare.json,
+# its Pareto view (suite/report.py) env.json, eval.json and the metrics files, all a few KB.
+ENTRY_FILES = re.compile(r"(compare\.json|compare\.md|env\.json|eval\.json|metrics-ws\d+\.json)")
 
 
 def entry_gate_run(tracker: Tracker, run_key: str) -> Run | None:
@@ -48,8 +50,8 @@ def entry_row(run: Run) -> dict[str, Any]:
 def download_entry_files(tracker: Tracker, run_id: str, dest: Path) -> list[str]:
     """ENTRY_FILES of the gate run `run_id` into `dest`; returns the names found."""
     dest.mkdir(parents=True, exist_ok=True)
-    present = {Path(info.path).name for info in tracker.client.list_artifacts(run_id)}
-    found = [name for name in ENTRY_FILES if name in present]
+    present = sorted(Path(info.path).name for info in tracker.client.list_artifacts(run_id))
+    found = [name for name in present if ENTRY_FILES.fullmatch(name)]
     for name in found:
         tracker.client.download_artifacts(run_id, name, str(dest))
     return found

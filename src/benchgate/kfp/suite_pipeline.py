@@ -9,7 +9,7 @@ Why this shape:
   pipeline's own graph, whose timed tasks already never share a node with each other: so no timed task
   of a suite shares a node with another entry's either.
 - Each entry is the one-node gate pipeline (`local_pipeline`): a suite does not run across nodes
-  (`suite_arguments` refuses the multi-node parameters). Its `suite_entry` is the loop's item, passed
+  (kfp/suite_submit.py refuses the multi-node parameters). Its `suite_entry` is the loop's item, passed
   whole: a JSON string (kfp/suite_entries.py), because kfp.local 2.17 hands a subfield of an item over
   as a placeholder's literal text, and KFP would turn the numbers of a dict item into floats.
 - An entry's gate task does not fail on FAIL or UNKNOWN, so one regression does not stop the entries

@@ -4,6 +4,7 @@ the real `mlflow server`. The suite becomes one KFP run of the benchgate-suite p
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,15 @@ from operator_harness import (  # cluster, fake_kfp, kmock_options: fixtures
 )
 
 from benchgate.config import parse_config
-from benchgate.controller.resources import BenchmarkScheduleSpec, parse_spec
+from benchgate.controller.resources import (
+    BenchmarkRunSpec,
+    BenchmarkScheduleSpec,
+    parse_spec,
+    pipeline_arguments,
+)
+from benchgate.controller.schedule import run_manifest as schedule_run
 from benchgate.errors import ConfigError
+from benchgate.kfp.submit import pipeline_parameter_names
 from benchgate.tracking import client as tracking
 from benchgate.tracking.suite_record import log_suite
 from benchgate.tracking.suite_runs import mark_suite_run
@@ -165,6 +173,12 @@ async def test_a_schedules_history_check_is_refused_for_a_suite() -> None:
     spec = {"schedule": "0 2 * * *", "runTemplate": template, "historyCheck": {"recent": 5}}
     with pytest.raises(ConfigError, match=r"spec\.historyCheck: set with runTemplate\.spec\.suite"):
         parse_spec(BenchmarkScheduleSpec, spec)
-    # Without the check a schedule of a suite is fine.
+    # Without the check a schedule of a suite is fine, and so are the runs it creates: its template
+    # reaches them with every default filled in (workload among them), which is no clash with the suite.
     parsed = parse_spec(BenchmarkScheduleSpec, {k: v for k, v in spec.items() if k != "historyCheck"})
-    assert parsed.run_template.spec.suite.name == "models"
+    schedule = {"metadata": {"name": "nightly", "namespace": "team-a", "uid": "0000-uid"}, "spec": spec}
+    created = schedule_run(schedule, parsed, "a" * 40, datetime(2025, 1, 1, 2, 0, tzinfo=UTC))
+    assert schema_errors("benchmarkruns", created) == []
+    run_spec = parse_spec(BenchmarkRunSpec, created["spec"])
+    arguments = pipeline_arguments(run_spec, MLFLOW, pipeline_parameter_names())
+    assert arguments["suite_name"] == "models" and len(arguments["entries"]) == 2

@@ -18,6 +18,8 @@ VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' src/benchgate/_versio
 # `make submit COMMIT='$$(touch x)'` must be rejected as a bad SHA, not run.
 export BENCHGATE_COMMIT := $(value COMMIT)
 export BENCHGATE_SUBMIT_BRANCH := $(value BRANCH)
+# SUITE too: a suite file's path is data (`make submit SUITE=suite.toml`).
+export BENCHGATE_SUBMIT_SUITE := $(value SUITE)
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -54,8 +56,9 @@ lint: $(DEV_STAMP) ## ruff, mypy and the import layer rules (lint-imports; docs/
 compile: $(STAMP) ## Compile pipelines/*.yaml, components/*.yaml and the chart's CRDs (committed; tests check them)
 	PYTHONHASHSEED=0 BENCHGATE_IMAGE_REPOSITORY=$(IMAGE_REPOSITORY) $(VENV)/bin/benchgate compile
 
-submit: $(STAMP) ## Run the pipeline on KFP for COMMIT=<sha> [BRANCH=main] and exit with its verdict (KFP_HOST, KFP_TOKEN)
-	$(VENV)/bin/benchgate submit --commit "$$BENCHGATE_COMMIT" --branch "$$BENCHGATE_SUBMIT_BRANCH" $(ARGS)
+submit: $(STAMP) ## Run the pipeline on KFP for COMMIT=<sha> [BRANCH=main] [SUITE=suite.toml] and exit with its verdict (KFP_HOST, KFP_TOKEN)
+	$(VENV)/bin/benchgate submit --commit "$$BENCHGATE_COMMIT" --branch "$$BENCHGATE_SUBMIT_BRANCH" \
+		$${BENCHGATE_SUBMIT_SUITE:+--suite "$$BENCHGATE_SUBMIT_SUITE"} $(ARGS)
 
 images: ## Build the bench and operator images (needs a Docker engine)
 	@# `docker info` rather than only the CLI: a docker client without a running engine cannot build.

@@ -15,6 +15,9 @@ IS_SUBSTRING predicates on `display_name`, pages by `page_size`/`page_token` (an
 `next_page_token`), and shows each run's current state, as KFP's list does; only GET /runs/{id} counts
 as a poll that moves a run on.
 
+A run's task details follow its pipeline (by the compiled pipeline's name): the benchgate-suite
+pipeline's runs end in its `suite gate` task, which fails where a gate run's `gate` would.
+
 `created_at` holds, for each entry of `created_runs` (same index), the `time.monotonic()` at which the
 server accepted that POST /runs: benchmarks use it to time submissions as the server saw them.
 """
@@ -34,7 +37,9 @@ from urllib.parse import parse_qs, urlparse
 API = "/apis/v2beta1"
 CREATED_AT = "2026-11-21T00:00:00Z"
 # The pipelines a run may be of (by their compiled name), each with a parameter its runs always carry.
-REQUIRED_PARAMETER = {"benchgate": "commit", "benchgate-bisect": "good"}
+REQUIRED_PARAMETER = {"benchgate": "commit", "benchgate-bisect": "good", "benchgate-suite": "entries"}
+# The task whose failure is the verdict, per pipeline (the bisect pipeline's runs use the gate's names).
+GATE_TASK = {"benchgate-suite": "suite gate"}
 
 
 @dataclass
@@ -83,6 +88,8 @@ class FakeKfp:
     terminated: list[str] = field(default_factory=list)
     # Per-run state set by a test, overriding the scenario: (state, outcome for task details).
     forced: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # The compiled pipeline's name of each run (its task details follow that pipeline's tasks).
+    pipelines: dict[str, str] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def force(self, run_id: str, state: str, outcome: str = "SUCCEEDED") -> None:
@@ -116,11 +123,14 @@ def _matches(filter_text: str | None, record: dict[str, Any]) -> bool:
     return True
 
 
-def _task_details(outcome: str, done: bool) -> list[dict[str, Any]]:
+def _task_details(outcome: str, done: bool, pipeline: str = "benchgate") -> list[dict[str, Any]]:
     names = ["env", "bench ws=1", "bench ws=N", "eval", "trace", "compare", "gate"]
+    gate = GATE_TASK.get(pipeline, "gate")
+    if gate not in names:
+        names.append(gate)
     states = dict.fromkeys(names, "SUCCEEDED" if done else "RUNNING")
     if done and outcome == "GATE_FAILED":
-        states["gate"] = "FAILED"
+        states[gate] = "FAILED"
     if done and outcome == "CANCELED":
         states.update({"compare": "CANCELED", "gate": "SKIPPED"})
     if done and outcome == "TASK_FAILED":
@@ -240,7 +250,8 @@ class _Handler(BaseHTTPRequestHandler):
         spec = body.get("pipeline_spec") or {}
         spec = spec.get("pipeline_spec", spec)
         parameters = (body.get("runtime_config") or {}).get("parameters") or {}
-        required = REQUIRED_PARAMETER.get(spec.get("pipelineInfo", {}).get("name"))
+        pipeline = spec.get("pipelineInfo", {}).get("name")
+        required = REQUIRED_PARAMETER.get(pipeline)
         if required is None or required not in parameters:
             return self._send(400, {"error": "not a benchgate pipeline run", "code": 3})
         run = {
@@ -253,6 +264,7 @@ class _Handler(BaseHTTPRequestHandler):
         }
         with fake.lock:
             fake.runs[run["run_id"]] = run
+            fake.pipelines[run["run_id"]] = pipeline
             if fake.scenario.initial is not None:
                 fake.forced[run["run_id"]] = fake.scenario.initial
             fake.created_runs.append(body)
@@ -298,7 +310,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(404, {"error": f"run {run_id} not found", "code": 5})
         fake.polls[run_id] = fake.polls.get(run_id, 0) + 1
         state, outcome, done = self._state(run_id)
-        run = {**run, "state": state, "run_details": {"task_details": _task_details(outcome, done)}}
+        details = _task_details(outcome, done, fake.pipelines.get(run_id, "benchgate"))
+        run = {**run, "state": state, "run_details": {"task_details": details}}
         return self._send(200, run)
 
     def do_GET(self) -> None:

@@ -48,7 +48,7 @@ from benchgate.results.comparison import TIMING
 FIRST_RUN = "benchgate run --workload my_bench:make_workload --workload-arg hidden=512"
 BASE_RUN = FIRST_RUN + " --base origin/main"
 # The documents this change wrote; their relative links must resolve (files and #anchors).
-CLUSTER_DOCS = ("kfp", "kubernetes", "design", "multinode")
+CLUSTER_DOCS = ("kfp", "kubernetes", "design", "multinode", "suites-on-kubernetes")
 LINKED_DOCS = [README, CI_DOC, *(REPO / "docs" / f"{n}.md" for n in CLUSTER_DOCS)]
 
 

@@ -9,6 +9,7 @@ status field the CRDs declare, so a new field without documentation fails here.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,7 +57,7 @@ def with_spec(manifest: dict[str, Any], **changes: Any) -> dict[str, Any]:
 
 def test_there_are_samples_of_both_kinds() -> None:
     kinds = sorted(d["kind"] for path in SAMPLE_FILES for d in load_yaml(path))
-    assert kinds == ["BenchmarkRun", "BenchmarkSchedule"]
+    assert kinds == ["BenchmarkRun", "BenchmarkRun", "BenchmarkSchedule"]
 
 
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
@@ -82,6 +83,23 @@ def test_the_run_sample_is_what_the_controller_submits() -> None:
     )
     assert arguments["mlflow_tracking_uri"] == MLFLOW
     assert spec.active_deadline_seconds and spec.ttl_seconds_after_finished is not None
+
+
+def test_the_suite_sample_is_one_run_of_the_suite_pipeline() -> None:
+    manifest = sample("benchmarkrun-suite.yaml")
+    spec = parse_spec(BenchmarkRunSpec, manifest["spec"])
+    arguments = pipeline_arguments(spec, MLFLOW, pipeline_parameter_names())
+    assert arguments["suite_name"] == manifest["spec"]["suite"]["name"]
+    assert arguments["world_size_n"] == 8 and arguments["config"]["trace"] == {"enabled": False}
+    entries = [json.loads(text) for text in arguments["entries"]]
+    assert [e["name"] for e in entries] == [e["name"] for e in manifest["spec"]["suite"]["entries"]]
+    assert entries[1]["config"] == {"bench": {"precision": "bf16", "compile": True}}
+    assert entries[2]["workload_args"] == {"size": "small", "batch_size": 16}
+    assert "workload" not in arguments
+    # With workload beside suite it is refused, naming both.
+    both = {**manifest["spec"], "workload": "my_pkg:make"}
+    with pytest.raises(ConfigError, match=r"spec\.suite: set together with workload"):
+        parse_spec(BenchmarkRunSpec, both)
 
 
 def test_the_schedule_sample_is_valid_and_its_runs_are_too() -> None:

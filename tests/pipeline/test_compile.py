@@ -17,6 +17,7 @@ import yaml
 from benchgate import __version__
 from benchgate.kfp.bisect_pipeline import BISECT_PIPELINE_FILE
 from benchgate.kfp.compile import COMPONENTS_DIR, PIPELINE_FILE, sorted_header
+from benchgate.kfp.suite_pipeline import SUITE_PIPELINE_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 PLACEHOLDER = re.compile(r"\{\{\$\.inputs\.parameters\['([^']+)'\]\}\}")
@@ -74,6 +75,7 @@ def test_the_committed_files_are_byte_identical_to_a_fresh_compile(
         for p in [
             REPO / PIPELINE_FILE,
             REPO / BISECT_PIPELINE_FILE,
+            REPO / SUITE_PIPELINE_FILE,
             *(REPO / COMPONENTS_DIR).glob("*.yaml"),
             *(REPO / CRDS_DIR).glob("*.yaml"),
         ]

@@ -11,7 +11,7 @@ import pytest
 
 from benchgate.checks.stage import stage_compare
 from benchgate.kfp.local_run import run_gate
-from benchgate.kfp.tasks import LOCAL_OUT_VARIABLE, gate_task
+from benchgate.kfp.tasks import LOCAL_OUT_VARIABLE, gate_task, run_record
 from benchgate.kit.files import read_json, write_json
 from benchgate.measure.evaluate import run_eval
 from benchgate.measure.launch import run_bench
@@ -134,6 +134,9 @@ def test_gate_task_fails_the_run_on_a_cluster_and_reports_the_verdict_locally(
     comparison = Comparison("cpu-x", "sleepy", None, [Check("tokens/s (ws=1)", "tok/s", 1.0, status=status)])
     write_json(results / "compare.json", comparison.to_dict())
     write_json(results / "published.json", {"mlflow_run_id": None, "spooled": None})
+    write_json(
+        results / "run.json", run_record("4f1c-uuid", "benchgate-abc")
+    )  # the env task's, as compare copies it
     # On a cluster (the variable unset): FAIL and UNKNOWN end the task with their exit code, so the
     # KFP UI shows the run red.
     monkeypatch.delenv(LOCAL_OUT_VARIABLE, raising=False)
@@ -150,3 +153,10 @@ def test_gate_task_fails_the_run_on_a_cluster_and_reports_the_verdict_locally(
     assert f"benchgate gate: verdict {status} (exit {code})" in capsys.readouterr().out
     summary = read_json(tmp_path / "local-summary")
     assert (summary["verdict"], summary["exit_code"]) == (status, code)
+    # A suite's entry on a cluster: the verdict is recorded and the task succeeds; the suite gate, after
+    # the last entry, fails the suite's run (kfp/suite_pipeline.py).
+    monkeypatch.delenv(LOCAL_OUT_VARIABLE)
+    write_json(results / "run.json", run_record("4f1c-uuid", "benchgate-suite-abc", "sleepy-b8"))
+    gate_task(str(results), str(tmp_path / "entry-summary"))
+    assert "benchgate gate: suite entry sleepy-b8: the suite gate judges the suite" in capsys.readouterr().out
+    assert read_json(tmp_path / "entry-summary")["exit_code"] == code

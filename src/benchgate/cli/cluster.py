@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -94,24 +95,43 @@ def submit(
             default="off",
         ),
     ] = False,
+    suite: Annotated[
+        Path | None,
+        option(
+            "--suite",
+            metavar="FILE",
+            text="A suite file (suite.toml): its entries one at a time in one run of the benchgate-suite "
+            "pipeline, then one exit code as `benchgate suite run`'s (docs/suites-on-kubernetes.md).",
+            default="none: one gate run",
+        ),
+    ] = None,
 ) -> None:
     """Run the pipeline on a KFP cluster (KFP_HOST, KFP_TOKEN) and exit with the gate's exit code."""
     from benchgate.kfp.api import connection_from_env
     from benchgate.kfp.pipeline import validate_pipeline_arguments
     from benchgate.kfp.submit import build_arguments, pipeline_parameter_names
-    from benchgate.kfp.submit import submit as submit_run
+    from benchgate.kfp.submit import submit as submit_gate
     from benchgate.measure.source import validate_commit
+
+    submit_run: Callable[..., Any] = submit_gate
 
     try:
         validate_commit(commit, "--commit")  # first, before anything reads the environment or the network
-        arguments = build_arguments(
-            commit,
-            repository if repository is not None else default_repository(),
-            branch or os.environ.get("BENCHGATE_BRANCH", ""),
-            parse_pairs(param or [], "--param"),
-            pipeline_parameter_names(),
-        )
-        validate_pipeline_arguments(arguments)  # the env task's config check, before anything is sent
+        repository = repository if repository is not None else default_repository()
+        branch = branch or os.environ.get("BENCHGATE_BRANCH", "")
+        if suite is not None:
+            from benchgate.kfp.suite_submit import submit_suite, suite_arguments
+            from benchgate.suite.spec import load_suite
+
+            arguments = suite_arguments(
+                load_suite(suite), commit, repository, branch, parse_pairs(param or [], "--param")
+            )
+            submit_run = submit_suite
+        else:
+            arguments = build_arguments(
+                commit, repository, branch, parse_pairs(param or [], "--param"), pipeline_parameter_names()
+            )
+            validate_pipeline_arguments(arguments)  # the env task's config check, before anything is sent
         conn = connection_from_env(os.environ)
         outcome = submit_run(
             arguments,
@@ -139,12 +159,18 @@ def compile_(
     ] = Path("."),
 ) -> None:
     """Compile the pipelines and components to YAML (pipelines/benchgate.yaml, pipelines/bisect.yaml,
-    components/*.yaml) and generate the CRDs from their models (charts/benchgate/files/crds/)."""
+    pipelines/benchgate-suite.yaml, components/*.yaml) and generate the CRDs from their models
+    (charts/benchgate/files/crds/)."""
     from benchgate.controller import crds
     from benchgate.kfp.bisect_pipeline import BISECT_PIPELINE_FILE, bisect_pipeline
     from benchgate.kfp.compile import compile_all, compile_to
+    from benchgate.kfp.suite_pipeline import SUITE_PIPELINE_FILE, suite_pipeline
 
-    written = [*compile_all(root), compile_to(bisect_pipeline, root / BISECT_PIPELINE_FILE)]
+    written = [
+        *compile_all(root),
+        compile_to(bisect_pipeline, root / BISECT_PIPELINE_FILE),
+        compile_to(suite_pipeline(), root / SUITE_PIPELINE_FILE),
+    ]
     for path in [*written, *crds.write(root / crds.DEFAULT_DIR)]:
         console.print(str(path))
 

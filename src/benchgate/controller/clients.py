@@ -43,16 +43,26 @@ def _kfp_outcome(error: BaseException) -> str:
     return "unavailable"  # RunFailedError: unreachable, 5xx, no answer in time
 
 
+def pipeline_package(arguments: dict[str, Any], directory: Path) -> Path:
+    """The pipeline a run's arguments are for, compiled into `directory`: the suite pipeline's arguments
+    carry its entries (controller/suite_resources.py), any other the gate pipeline's."""
+    if "entries" in arguments:
+        from benchgate.kfp.suite_pipeline import compile_suite_package
+
+        return compile_suite_package(directory)
+    return compile_package(directory)
+
+
 class KfpRuns:
-    """Submit-once, state, terminate. The pipeline is compiled and loaded once per controller, on first
-    use: a burst of BenchmarkRuns must not parse it once each."""
+    """Submit-once, state, terminate. Each pipeline (the gate's, the suite's) is compiled and loaded once
+    per controller, on first use: a burst of BenchmarkRuns must not parse it once each."""
 
     def __init__(self, settings: ControllerSettings, metrics: ControllerMetrics) -> None:
         self.settings = settings
         self.metrics = metrics
         self._api: KfpApi | None = None
         self._multi_user = False
-        self._spec: dict[str, Any] | None = None
+        self._specs: dict[str, dict[str, Any]] = {}  # by the package's file name
         self._experiment_ids: dict[str | None, str] = {}  # by the namespace it is filed under
         self._lock = threading.Lock()
         self._workdir = tempfile.TemporaryDirectory(prefix="benchgate-controller-")
@@ -75,11 +85,15 @@ class KfpRuns:
                 self._experiment_ids[filed_under] = api.experiment_id(self.settings.experiment, filed_under)
             return self._experiment_ids[filed_under]
 
-    def pipeline_spec(self) -> dict[str, Any]:
+    def pipeline_spec(self, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The compiled pipeline for `arguments` (the gate pipeline's without any)."""
+        kind = "suite" if arguments is not None and "entries" in arguments else "gate"
         with self._lock:
-            if self._spec is None:
-                self._spec = load_package(compile_package(Path(self._workdir.name)))
-            return self._spec
+            if kind not in self._specs:
+                directory = Path(self._workdir.name) / kind
+                directory.mkdir(exist_ok=True)
+                self._specs[kind] = load_package(pipeline_package(arguments or {}, directory))
+            return self._specs[kind]
 
     def _counted(self, operation: str, call: Callable[[], T]) -> T:
         try:
@@ -93,7 +107,9 @@ class KfpRuns:
     def ensure(self, run_name: str, arguments: dict[str, Any], namespace: str) -> tuple[str, bool]:
         def submit() -> tuple[str, bool]:
             experiment_id = self.experiment_id(namespace)
-            return ensure_run(self.api(), experiment_id, run_name, arguments, self.pipeline_spec)
+            return ensure_run(
+                self.api(), experiment_id, run_name, arguments, lambda: self.pipeline_spec(arguments)
+            )
 
         return self._counted("submit", submit)
 
@@ -126,15 +142,18 @@ class Verdicts:
         config = parse_config({"tracking": {"uri": self.settings.mlflow_uri, "experiment": experiment}})
         return tracking.connect(config, budget_s=self.settings.mlflow_wait_s)
 
-    def find(self, kfp_run_id: str, experiment: str) -> dict[str, Any] | None:
-        """{run_id, url, tags, metrics} of the gate run, or None without MLflow or before it is logged."""
+    def find(self, kfp_run_id: str, experiment: str, suite: bool = False) -> dict[str, Any] | None:
+        """{run_id, url, tags, metrics} of the gate run (with `suite`, of the suite's parent run, whose
+        verdict is the worst of its entries'), or None without MLflow or before it is logged."""
         if not self.settings.mlflow_uri:
             return None
         from benchgate.tracking.read import gate_run_for_kfp
+        from benchgate.tracking.suite_runs import suite_run_for_kfp
         from benchgate.tracking.view import ui_url
 
         try:
-            run = gate_run_for_kfp(self._connect(experiment), kfp_run_id)
+            lookup = suite_run_for_kfp if suite else gate_run_for_kfp
+            run = lookup(self._connect(experiment), kfp_run_id)
         except Exception:
             self.metrics.mlflow_error("verdict")
             raise

@@ -21,8 +21,9 @@ from typing import Any
 import yaml
 
 from benchgate.controller.access import GROUP, VERSION
-from benchgate.controller.resources import KUBE_EXTENSION, BenchmarkRunSpec, BenchmarkScheduleSpec
+from benchgate.controller.resources import BenchmarkRunSpec, BenchmarkScheduleSpec
 from benchgate.controller.status import BenchmarkRunStatus, BenchmarkScheduleStatus
+from benchgate.controller.suite_resources import KUBE_EXTENSION
 
 DEFAULT_DIR = Path("charts/benchgate/files/crds")
 HEADER = (

@@ -270,7 +270,8 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
             return
         found, error = None, None
         try:
-            found = await asyncio.to_thread(rt.verdicts.find, run_id, plan.mlflow_experiment(spec))
+            experiment = plan.mlflow_experiment(spec)
+            found = await asyncio.to_thread(rt.verdicts.find, run_id, experiment, bool(spec.get("suite")))
         except Exception as e:  # MLflow down must not hide the KFP outcome
             error = e
         _release_slot(rt, namespace, name)

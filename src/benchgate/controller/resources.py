@@ -15,10 +15,16 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from benchgate.config import DEFAULT_WORKLOAD, Tolerances
+from benchgate.controller.suite_resources import (
+    KUBE_EXTENSION,
+    WORKLOAD_PATTERN,
+    SuiteSpec,
+    suite_pipeline_arguments,
+)
 from benchgate.errors import ConfigError
 from benchgate.kfp.params import (
     CPU_QUANTITY_PATTERN,
@@ -33,7 +39,6 @@ from benchgate.kfp.params import (
 from benchgate.kfp.submit import build_arguments
 from benchgate.measure.source import MAX_BRANCH_LENGTH
 
-KUBE_EXTENSION = "x-kubernetes-preserve-unknown-fields"
 SHA_PATTERN = r"^([0-9a-f]{40}|[0-9a-f]{64})$"
 SHA_OR_EMPTY_PATTERN = r"^([0-9a-f]{40}|[0-9a-f]{64})?$"
 # The CRD refuses, at the API server, what benchgate.measure.source would refuse later. Its patterns are
@@ -59,7 +64,6 @@ REPOSITORY_PATTERN = (
 # source.validate_branch but two, which need a lookahead and stay the controller's: not 'HEAD', and no
 # component ending in '.lock'.
 BRANCH_PATTERN = r"^([A-Za-z0-9_][A-Za-z0-9_-]*((\.|/|\./)[A-Za-z0-9_-]+)*)?$"
-WORKLOAD_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$"
 LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 
 
@@ -191,6 +195,32 @@ class RunParameters(_Spec):
     ttl_seconds_after_finished: int | None = Field(
         None, ge=0, description="Delete the BenchmarkRun this long after it finished (unset: keep it)."
     )
+    suite: SuiteSpec | None = Field(
+        None,
+        description="A suite of entries instead of workload and workloadArgs: one KFP run of the "
+        "benchgate-suite pipeline, each entry on one node (no multiNode), MLflow needed.",
+    )
+
+    @model_validator(mode="after")
+    def _suite_alone(self) -> RunParameters:
+        # A suite names each entry's workload, and runs each on one node. Judged by value, not by what
+        # was written: a schedule's template reaches its runs with every default filled in.
+        if self.suite is not None:
+            clashing = [
+                name
+                for name, clash in (
+                    ("workload", self.workload != DEFAULT_WORKLOAD),
+                    ("workloadArgs", bool(self.workload_args)),
+                    ("multiNode", self.multi_node is not None),
+                )
+                if clash
+            ]
+            if clashing:
+                raise ValueError(
+                    f"suite: set together with {' and '.join(clashing)} (a suite names each entry's workload "
+                    "and arguments in suite.entries, and runs every entry on one node)"
+                )
+        return self
 
 
 class BenchmarkRunSpec(RunParameters):
@@ -259,8 +289,19 @@ class BenchmarkScheduleSpec(_Spec):
     history_check: HistoryCheck | None = Field(
         None,
         description="Check the history for regressions after each run ends (status.historyCheck, and a "
-        "Warning Event on one); unset: no check.",
+        "Warning Event on one); unset: no check. Not with a suite (each entry has its own history).",
     )
+
+    @model_validator(mode="after")
+    def _history_of_one_workload(self) -> BenchmarkScheduleSpec:
+        # The check reads the history of the one gate run a KFP run logged; a suite's run logs one per
+        # entry, each with its own history (`benchgate history --workload <entry>`).
+        if self.history_check is not None and self.run_template.spec.suite is not None:
+            raise ValueError(
+                "historyCheck: set with runTemplate.spec.suite (the check follows one workload's history; "
+                "a suite's entries each have their own: `benchgate history --workload ENTRY`)"
+            )
+        return self
 
 
 def parse_spec(model: type[_Spec], spec: Any) -> Any:
@@ -268,12 +309,16 @@ def parse_spec(model: type[_Spec], spec: Any) -> Any:
     try:
         return model.model_validate(spec or {})
     except ValidationError as e:
-        raise ConfigError(
-            "; ".join(
-                f"spec.{'.'.join(str(p) for p in item['loc'])}: got {item.get('input')!r} ({item['msg']})"
-                for item in e.errors()
-            )
-        ) from None
+        raise ConfigError("; ".join(_error_text(item) for item in e.errors())) from None
+
+
+def _error_text(item: Any) -> str:
+    """One validation error as `spec.<field>: got <value> (why)`; a rule over several fields (a model
+    validator's, its location the spec itself) says itself which fields."""
+    where = ".".join(str(p) for p in item["loc"])
+    if item["type"] == "value_error" and (not where or where.endswith("spec")):
+        return f"spec.{where + '.' if where else ''}{str(item['msg']).removeprefix('Value error, ')}"
+    return f"spec.{where}: got {item.get('input')!r} ({item['msg']})"
 
 
 def pipeline_arguments(spec: BenchmarkRunSpec, mlflow_tracking_uri: str, known: set[str]) -> dict[str, Any]:
@@ -308,6 +353,8 @@ def pipeline_arguments(spec: BenchmarkRunSpec, mlflow_tracking_uri: str, known: 
         arguments["multi_node"] = spec.world_size > spec.multi_node.gpus_per_node
         arguments["gpus_per_node"] = spec.multi_node.gpus_per_node
         arguments["trainer_runtime"] = spec.multi_node.runtime
+    if spec.suite is not None:
+        return suite_pipeline_arguments(spec.commit, spec.repository, spec.branch, spec.suite, arguments)
     arguments = {k: v for k, v in arguments.items() if k in known}
     validated = build_arguments(spec.commit, spec.repository, spec.branch, arguments, known)
     # The env task's validation, run here so a bad config never becomes a KFP run.

@@ -45,10 +45,12 @@ def capture_env(
     setup: Output[Artifact],
     multi_node: bool = False,
     gpus_per_node: int = 8,
+    suite_entry: str = "",
 ) -> None:
     """Validate the run's parameters into config.json and capture env.json and the machine profile.
     workload_args: a JSON object (a string, so that its integers stay integers). multi_node: ws=N runs
-    across nodes of gpus_per_node GPUs (this pod then has one node's GPUs, not N)."""
+    across nodes of gpus_per_node GPUs (this pod then has one node's GPUs, not N). suite_entry: one
+    entry of a suite (JSON), whose workload, arguments and config replace the run's."""
     from benchgate.kfp.tasks import env_task
 
     parameters = {
@@ -74,6 +76,7 @@ def capture_env(
         setup.path,
         multi_node=multi_node,
         gpus_per_node=gpus_per_node,
+        suite_entry=suite_entry,
     )
 
 

@@ -72,6 +72,7 @@ from benchgate.kfp.params import (
     SHM_SIZE_LIMIT,
     config_from_parameters,
 )
+from benchgate.kfp.suite_entries import apply_entry, read_entry
 
 PIPELINE_NAME = "benchgate"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -146,6 +147,7 @@ def _define(one_node_only: bool) -> Callable[..., None]:
         gpus_per_node: int = DEFAULT_GPUS_PER_NODE,
         trainer_runtime: str = DEFAULT_TRAINER_RUNTIME,
         config: dict = {},  # noqa: B006
+        suite_entry: str = "",
     ) -> None:
         """The benchgate gate on one commit.
 
@@ -174,6 +176,10 @@ def _define(one_node_only: bool) -> Callable[..., None]:
             trainer_runtime: The ClusterTrainingRuntime of the TrainJob (torch framework).
             config: Any other benchgate setting, shaped like the TOML file, e.g. {"eval": {"enabled":
                 false}}; the named parameters win, and workload arguments go in workload_args.
+            suite_entry: One entry of a suite as a JSON object (kfp/suite_entries.py), set by the
+                benchgate-suite pipeline: its workload, arguments and config replace these, its results
+                are stored under its name, and the gate records its verdict without failing the run.
+                Empty outside a suite.
         """
 
         def on_gpus(task: dsl.PipelineTask, count: object) -> dsl.PipelineTask:
@@ -219,6 +225,7 @@ def _define(one_node_only: bool) -> Callable[..., None]:
                 kfp_run_name=dsl.PIPELINE_JOB_NAME_PLACEHOLDER,
                 multi_node=across_nodes,
                 gpus_per_node=gpus_per_node,
+                suite_entry=suite_entry,
             )
             on_gpus(common(env, "env"), node_gpus)
             setup = env.outputs["setup"]
@@ -345,4 +352,7 @@ def validate_pipeline_arguments(arguments: Mapping[str, Any]) -> RunConfig:
     declared = inspect.signature(_define(one_node_only=False)).parameters
     merged = {name: p.default for name, p in declared.items()} | dict(arguments)
     wanted = inspect.signature(config_from_parameters).parameters
-    return config_from_parameters(**{name: merged[name] for name in wanted})
+    parameters = {name: merged[name] for name in wanted}
+    if merged["suite_entry"]:
+        parameters = apply_entry(parameters, read_entry(merged["suite_entry"]))
+    return config_from_parameters(**parameters)

@@ -46,7 +46,9 @@ from benchgate.kfp.params import (
 from benchgate.measure.source import validate_branch, validate_commit, validate_repository
 
 DEFAULT_EXPERIMENT = "benchgate"
-GATE_TASKS = ("gate", "gate (A/B)")
+# The tasks that fail a run with a verdict: the gate pipeline's two gates, and the suite pipeline's
+# (kfp/suite_pipeline.py), which the controller reads alike.
+GATE_TASKS = ("gate", "gate (A/B)", "suite gate")
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED")
 # States after which the run will never give a verdict (CANCELING always ends CANCELED): --rerun starts
 # a new attempt after one of these. PAUSED and RUNTIME_STATE_UNSPECIFIED may still go on.
@@ -141,15 +143,26 @@ def ensure_run(
     return api.create_run(pipeline_spec(), arguments, name, experiment_id), False
 
 
-def exit_code_for(state: str, tasks: list[tuple[str, str]]) -> tuple[int, str]:
+@dataclass(frozen=True)
+class PipelineKind:
+    """Which pipeline a submission runs: how its run is named, compiled, and judged when it fails."""
+
+    run_name: Callable[[Mapping[str, Any]], str]
+    compile: Callable[[Path], Path]
+    # The tasks whose failure is a verdict (exit 1), and what that verdict means.
+    gate_tasks: tuple[str, ...]
+    regression: str
+
+
+def exit_code_for(
+    state: str, tasks: list[tuple[str, str]], kind: PipelineKind | None = None
+) -> tuple[int, str]:
+    kind = kind or GATE_PIPELINE
     if state == "SUCCEEDED":
         return EXIT_PASS, "the gate passed"
     failed = [name for name, task_state in tasks if task_state == "FAILED"]
-    if state == "FAILED" and any(name in GATE_TASKS for name in failed):
-        return EXIT_REGRESSION, (
-            "the gate found a regression (verdict FAIL), or UNKNOWN: timing not resolved within the A/B "
-            "budget; see the verdict of the compare or A/B task"
-        )
+    if state == "FAILED" and any(name in kind.gate_tasks for name in failed):
+        return EXIT_REGRESSION, kind.regression
     where = f" (failed: {', '.join(failed)})" if failed else ""
     return EXIT_RUN_FAILED, f"the run ended {state}{where}"
 
@@ -161,23 +174,24 @@ def _start_or_attach(
     experiment_id: str,
     rerun: bool,
     say: Callable[[str], None],
+    kind: PipelineKind,
 ) -> SubmitOutcome:
     """The run to follow: the latest attempt of the arguments' run name, or a new one where there is none
     or (`rerun`) the latest ended without passing. An outcome with its state set is final: the latest
     attempt ended without a verdict and will never give one, so it is reported, not waited on."""
-    base = run_name_for(arguments)
+    base = kind.run_name(arguments)
     latest = api.latest_attempt(experiment_id, base)
     if latest is None or (rerun and latest.state in ENDED_WITHOUT_PASS):
         name = attempt_name(base, latest.number + 1 if latest is not None else 1)
         with tempfile.TemporaryDirectory() as tmp:
-            run_id = api.create_run(load_package(compile_package(Path(tmp))), arguments, name, experiment_id)
+            run_id = api.create_run(load_package(kind.compile(Path(tmp))), arguments, name, experiment_id)
         say(f"submitted run {name}: {conn.run_url(run_id)}")
         return SubmitOutcome(run_id, name, conn.run_url(run_id), reused=False)
     outcome = SubmitOutcome(latest.run_id, latest.name, conn.run_url(latest.run_id), reused=True)
     note = f" (attempt {latest.number}, {latest.state})" if latest.number > 1 or rerun else ""
     if latest.state in ENDED_WITHOUT_PASS:
         state, tasks = api.run_state(latest.run_id)
-        code, why = exit_code_for(state, tasks)
+        code, why = exit_code_for(state, tasks, kind)
         if code != EXIT_REGRESSION:  # a crash, cancel or skip: the same retry would get the same answer
             say(f"found run {latest.name}: {outcome.url}")
             outcome.state, outcome.exit_code = state, EXIT_RUN_FAILED
@@ -204,18 +218,21 @@ def submit(
     poll_s: float = 15.0,
     say: Callable[[str], None] = print,
     rerun: bool = False,
+    kind: PipelineKind | None = None,
 ) -> SubmitOutcome:
     """Submit (or re-attach to) the run for `arguments` and, with `wait`, follow it to its verdict.
-    `rerun`: start the next attempt when the latest one ended FAILED, CANCELED or SKIPPED."""
+    `rerun`: start the next attempt when the latest one ended FAILED, CANCELED or SKIPPED. `kind`: the
+    pipeline (default the gate pipeline; kfp/suite_submit.py has the suite's)."""
+    kind = kind or GATE_PIPELINE
     multi_user = preflight(conn)
     api = KfpApi(conn)
     experiment_id = api.experiment_id(experiment, api.own_namespace(multi_user))
-    outcome = _start_or_attach(api, conn, arguments, experiment_id, rerun, say)
+    outcome = _start_or_attach(api, conn, arguments, experiment_id, rerun, say, kind)
     if outcome.state is not None or not wait:
         return outcome
     ended = follow(api, outcome, timeout_s, poll_s)
     if ended is not None:
-        outcome.exit_code, outcome.message = exit_code_for(*ended)
+        outcome.exit_code, outcome.message = exit_code_for(*ended, kind)
     return outcome
 
 
@@ -238,6 +255,15 @@ def follow(
         state, tasks = api.run_state(outcome.run_id)
     outcome.state = state
     return state, tasks
+
+
+GATE_PIPELINE = PipelineKind(
+    run_name_for,
+    compile_package,
+    GATE_TASKS,
+    "the gate found a regression (verdict FAIL), or UNKNOWN: timing not resolved within the A/B budget; "
+    "see the verdict of the compare or A/B task",
+)
 
 
 def pipeline_parameter_names() -> set[str]:

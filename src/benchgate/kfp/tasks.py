@@ -20,12 +20,8 @@ from typing import Any
 
 from benchgate.errors import EXIT_REGRESSION, EXIT_UNKNOWN, ConfigError
 from benchgate.kfp.params import task_stores
-from benchgate.kfp.pod_stores import (
-    SCREENED_BASELINE,
-    hand_over_baseline,
-    publish_and_keep,
-    restore_baseline,
-)
+from benchgate.kfp.pod_stores import SCREENED_BASELINE, hand_over_baseline, publish_and_keep, restore_baseline
+from benchgate.kfp.suite_entries import apply_entry, entry_run_key, read_entry
 from benchgate.kfp.task_harness import (
     MetricsSink,
     fetch_code_under_test,
@@ -42,15 +38,18 @@ from benchgate.kit.files import read_json, write_json
 LOCAL_OUT_VARIABLE = "BENCHGATE_LOCAL_OUT"
 
 
-def run_record(kfp_run_id: str, kfp_run_name: str) -> dict[str, Any]:
-    """run.json: the key this run is logged under in MLflow (the KFP run id, unique per pipeline run)."""
+def run_record(kfp_run_id: str, kfp_run_name: str, suite_entry: str = "") -> dict[str, Any]:
+    """run.json: the key this run is logged under in MLflow, the KFP run id (unique per pipeline run),
+    with a suite entry's name after it: the entries of a suite share the id (`entry_run_key`)."""
     # Outside KFP (a component function called directly) the placeholders arrive unresolved.
     run_id = "" if kfp_run_id.startswith("{{") else kfp_run_id
+    key = run_id or uuid.uuid4().hex
     return {
-        "run_key": run_id or uuid.uuid4().hex,
+        "run_key": entry_run_key(key, suite_entry) if suite_entry else key,
         "kfp_run_id": run_id,
         "kfp_run_name": "" if kfp_run_name.startswith("{{") else kfp_run_name,
         "started_unix": time.time(),
+        **({"suite_entry": suite_entry} if suite_entry else {}),
     }
 
 
@@ -66,6 +65,7 @@ def env_task(
     *,
     multi_node: bool = False,
     gpus_per_node: int = 0,
+    suite_entry: str = "",
 ) -> None:
     """Validate the run's parameters into config.json and capture env.json (with the code under test).
 
@@ -73,7 +73,8 @@ def env_task(
     commits, each world size against this machine's devices, and the workload's contract (its import,
     factory and members, and one real training step: `measure/stage.stage_check_workload`). With
     `multi_node` the largest world size runs across nodes of `gpus_per_node` GPUs, one of which this
-    pod holds: that node size is what is checked against this machine.
+    pod holds: that node size is what is checked against this machine. `suite_entry` (one entry of a
+    suite, JSON) goes over the parameters (`suite_entries.apply_entry`).
     """
     from benchgate.kfp.params import check_across_nodes, config_from_parameters
     from benchgate.measure.launch import check_world_size
@@ -82,7 +83,8 @@ def env_task(
     from benchgate.results.bundle import RUN_FILE
 
     with reporting_errors("env", setup_dir), stage("env"):
-        config = config_from_parameters(**parameters)
+        entry = read_entry(suite_entry) if suite_entry else None
+        config = config_from_parameters(**(apply_entry(parameters, entry) if entry else parameters))
         out = Path(setup_dir)
         out.mkdir(parents=True, exist_ok=True)
         source: dict[str, str] = {}
@@ -109,7 +111,7 @@ def env_task(
         env["base"] = base
         write_json(out / "env.json", env)
         write_json(out / "config.json", config.model_dump(mode="json"))
-        write_json(out / RUN_FILE, run_record(kfp_run_id, kfp_run_name))
+        write_json(out / RUN_FILE, run_record(kfp_run_id, kfp_run_name, entry["name"] if entry else ""))
         world_sizes = list(config.bench.world_sizes or [])
         if multi_node:
             check_across_nodes(max(world_sizes), gpus_per_node)
@@ -353,19 +355,21 @@ def gate_task(results_dir: str, summary_path: str) -> None:
     """Say the verdict, write summary.json, and on a cluster fail the task (so the KFP UI shows the run
     red) on FAIL, and on UNKNOWN unless gate.on_unknown is neutral. Under `benchgate run`
     (LOCAL_OUT_VARIABLE set) a verdict is no task failure: the task says it and succeeds, and `benchgate
-    run` exits with its code, so pipeline.log shows no failure trace for a run that worked.
+    run` exits with its code, so pipeline.log shows no failure trace for a run that worked. Nor does a
+    suite's entry (run.json names it): the suite gate fails the suite's run after its last entry.
 
     The verdict was published (report, baseline, MLflow) by the task that reached it; the summary says
     what became of it, for `benchgate run` and for people reading the run in the KFP UI.
     """
     from benchgate.checks.next_steps import verdict_lines
-    from benchgate.results.bundle import PUBLISHED_FILE
+    from benchgate.results.bundle import PUBLISHED_FILE, RUN_FILE
     from benchgate.results.comparison import load_comparison
 
     with reporting_errors("gate", summary_path):
         results = Path(results_dir)
         comparison = load_comparison(results / "compare.json")
         published = read_json(results / PUBLISHED_FILE)
+        suite_entry = read_json(results / RUN_FILE).get("suite_entry", "")
         with stage("gate"):
             write_json(
                 Path(summary_path),
@@ -390,6 +394,7 @@ def gate_task(results_dir: str, summary_path: str) -> None:
         if comparison.verdict == "UNKNOWN" and comparison.on_unknown == "neutral":
             print("benchgate gate: UNKNOWN treated as neutral (gate.on_unknown = neutral)", flush=True)
         # Not an error: the gate did its job. On a cluster a non-zero exit turns the run red in the KFP UI.
-        if comparison.exit_code and not local_out:
+        if suite_entry:
+            print(f"benchgate gate: suite entry {suite_entry}: the suite gate judges the suite", flush=True)
+        elif comparison.exit_code and not local_out:
             raise SystemExit(EXIT_REGRESSION if comparison.verdict == "FAIL" else EXIT_UNKNOWN)
-

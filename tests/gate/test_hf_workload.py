@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import importlib
 import math
-import os
 import socket
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,10 +29,6 @@ from benchgate.workloads.training import check_training_step
 
 HF = "benchgate.workloads.hf:make_workload"
 GPT2_TINY = {"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4}
-
-
-def _args(args: dict[str, Any]) -> list[str]:
-    return [a for k, v in args.items() for a in ("--workload-arg", f"{k}={v}")]
 
 
 def test_gpt2_from_keys_has_a_byte_vocabulary_and_a_context_of_seq_len() -> None:
@@ -226,65 +220,11 @@ def test_without_transformers_the_import_says_which_extra_to_install(monkeypatch
         load_workload(HF, dict(GPT2_TINY))
 
 
-def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    # Any attempt to reach the hub would fail here instead of downloading.
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_ENDPOINT": "http://127.0.0.1:9"}
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchgate",
-            "run",
-            "--workload",
-            HF,
-            *args,
-            "--no-trace",
-            "--no-tracking",
-            "--steps",
-            "6",
-            "--warmup",
-            "2",
-            "--out",
-            str(tmp_path / "out"),
-            "--baseline-dir",
-            str(tmp_path / "baselines"),
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_a_gpt2_from_keys_runs_the_gate_on_two_ranks_with_the_eval(tmp_path: Path) -> None:
-    config = tmp_path / "bench.toml"
-    config.write_text("[eval]\ntrain_steps = 20\nbatch_size = 8\n", encoding="utf-8")
-    args = {**GPT2_TINY, "seq_len": 64, "batch_size": 4}
-    result = _run(tmp_path, "--config", str(config), *_args(args), "--world-sizes", "1,2")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    out = tmp_path / "out"
-    name = "hf-gpt2-n_embd64-n_head4-n_layer2-seq_len64-batch_size4"
-    for ws in (1, 2):
-        metrics = read_json(out / f"metrics-ws{ws}.json")
-        assert metrics["workload"] == name and metrics["world_size"] == ws
-    evaluation = read_json(out / "eval.json")
-    assert evaluation["workload"] == name and "skipped" not in evaluation
-    # 20 steps from random weights: better than uniform over the bytes (256), far from learnt.
-    assert 1.0 < evaluation["perplexity"] < 256.0
-    assert set(evaluation["probes"]) == {"facts", "count", "echo"}
-    assert all(p["total"] > 0 for p in evaluation["probes"].values())
-    checks = {c["name"] for c in read_json(out / "compare.json")["checks"]}
-    assert {"perplexity (held-out)", "probe facts accuracy"} <= checks
-
-
 def test_a_local_config_json_loads_as_every_stage_loads_it_and_trains(tmp_path: Path) -> None:
     """The config-path variant through the stages' own entry points, in this process: the workload
     loaded by its spec string (import, factory, members), then one training step with the eval hook's
-    logits, as the env task checks it. (The eval is the same code for either source; the gate run
-    above scores it.)"""
+    logits, as the env task checks it. (The eval is the same code for either source; the suite test,
+    tests/gate/test_suite.py, runs a GPT-2 from keys through the gate on two ranks and scores it.)"""
     GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=256, n_positions=64).save_pretrained(
         tmp_path / "tiny-gpt2"
     )

@@ -33,6 +33,7 @@ from benchgate.suite.spec import (
     SUITE_OUTPUTS,
     SuiteEntry,
     SuiteSpec,
+    has_setting,
     merged_tables,
     validation_text,
 )
@@ -93,7 +94,7 @@ def checked_entries(raw: Sequence[Any], where: str) -> list[SuiteEntry]:
             raise ConfigError(f"{label}: name: got {entry.name!r} (the name of a file the suite writes)")
         seen[entry.name] = index
         for dotted, owner in RESERVED_ENTRY_CONFIG.items():
-            if _has(entry.config, dotted):
+            if has_setting(entry.config, dotted):
                 raise ConfigError(f"{label}: config.{dotted}: set by {owner}, not in config")
         entries.append(entry)
     return entries
@@ -151,12 +152,3 @@ def apply_entry(parameters: Mapping[str, Any], entry: Mapping[str, Any]) -> dict
 def entry_run_key(kfp_run_id: str, name: str) -> str:
     """The MLflow key of one entry's gate run: the KFP run's id alone would be every entry's."""
     return f"{kfp_run_id}-{name}"
-
-
-def _has(table: Mapping[str, Any], dotted: str) -> bool:
-    node: Any = table
-    for key in dotted.split("."):
-        if not isinstance(node, Mapping) or key not in node:
-            return False
-        node = node[key]
-    return True

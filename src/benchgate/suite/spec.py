@@ -184,7 +184,7 @@ def _checked(index: int, raw: Any, seen: dict[str, int]) -> tuple[SuiteEntry | N
     if entry.name in SUITE_OUTPUTS:
         return None, f"{where}: name: got {entry.name!r} (a file the suite writes)"
     for dotted, owner in RESERVED_ENTRY_CONFIG.items():
-        if _has(entry.config, dotted):
+        if has_setting(entry.config, dotted):
             return None, f"{where}: config.{dotted}: set by {owner}, not in config"
     return entry, None
 
@@ -256,10 +256,11 @@ def validation_text(error: ValidationError, model: type[BaseModel], prefix: str 
     return "; ".join(lines)
 
 
-def _has(table: dict[str, Any], dotted: str) -> bool:
+def has_setting(table: Mapping[str, Any], dotted: str) -> bool:
+    """Whether `table` (shaped like the TOML file) sets `dotted`, e.g. "bench.workload"."""
     node: Any = table
     for key in dotted.split("."):
-        if not isinstance(node, dict) or key not in node:
+        if not isinstance(node, Mapping) or key not in node:
             return False
         node = node[key]
     return True

@@ -45,10 +45,9 @@ class RichReporter:
         self.progress.update(self.task, completed=total, total=total, description=f"{name} ({seconds:.1f} s)")
 
 
-@contextmanager
-def stage_progress() -> Iterator[RichReporter]:
-    """A reporter whose bars stay on screen after the run (transient=False): they are its stage log."""
-    with Progress(
+def lasting_progress() -> Progress:
+    """Progress bars that stay on screen after the run (transient=False): they are its stage log."""
+    return Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
@@ -56,7 +55,13 @@ def stage_progress() -> Iterator[RichReporter]:
         TimeElapsedColumn(),
         console=console,
         transient=False,
-    ) as progress:
+    )
+
+
+@contextmanager
+def stage_progress() -> Iterator[RichReporter]:
+    """A reporter of the gate's stages, one lasting bar each."""
+    with lasting_progress() as progress:
         yield RichReporter(progress)
 
 

@@ -14,15 +14,9 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.progress import Progress
 
+from benchgate.cli.run_output import lasting_progress
 from benchgate.cli.terminal import (
     APP_SETTINGS,
     BAD_INPUT,
@@ -114,15 +108,7 @@ class _EntryBar:
 
 @contextmanager
 def _entry_bar(total: int) -> Iterator[_EntryBar]:
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
+    with lasting_progress() as progress:
         yield _EntryBar(progress, total)
 
 

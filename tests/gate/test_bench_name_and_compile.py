@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,14 @@ from conftest import make_config
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_compile_runs_the_bench_compiled_and_name_is_what_metrics_store(tmp_path: Path) -> None:
+def test_compile_runs_the_bench_compiled_and_name_is_what_metrics_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import torch
+
+    # torch.compile imports setuptools, which puts its vendored packages on sys.path: in this test
+    # process that would change what later tests see installed (the fingerprint's package digest).
+    monkeypatch.setattr(sys, "path", list(sys.path))
 
     from benchgate.measure.bench import run_worker
 

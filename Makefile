@@ -48,6 +48,9 @@ bench: $(STAMP) ## Run the gate locally on CPU (extra flags: make bench ARGS='--
 test: $(DEV_STAMP) ## Run the test suite (real torchrun on 2 CPU ranks; no GPU, no cluster)
 	$(PY) -m pytest $(ARGS)
 
+test-fast: $(DEV_STAMP) ## The tests not marked slow (no whole gate runs): the inner loop
+	$(PY) -m pytest -m "not slow" $(ARGS)
+
 lint: $(DEV_STAMP) ## ruff, mypy and the import layer rules (lint-imports; docs/architecture.md)
 	$(VENV)/bin/ruff check src tests benchmarks scripts
 	$(VENV)/bin/mypy
@@ -81,7 +84,25 @@ benchmarks: $(DEV_STAMP) ## Measure benchgate itself (overhead, noise, false ala
 	$(PY) benchmarks/kfp_overhead.py
 	$(PY) benchmarks/faults.py
 
+# The GPU check runs on a lent GPU machine as it comes: its own python3 and torch, no network, no .venv.
+# What benchgate's measuring layers need beyond such a machine (pydantic, at constraints.txt's pins)
+# travels as wheels in .whl/, fetched here beforehand; pass `carry: [".whl"]` to the machine.
+GPU_PYTHON ?= python3
+GPU_CHECK_OUT ?= gpu-check-out
+GPU_WHEELS := pydantic==2.14.3 pydantic-core==2.50.4 annotated-types==0.8.0 typing-inspection==0.4.5
+
+gpu-check-wheels: ## Fetch the wheels `make gpu-check` needs on a GPU machine without network into .whl/ (Python 3.12)
+	$(PYTHON) -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+		--python-version 3.12 --implementation cp --platform manylinux_2_17_x86_64 \
+		--platform manylinux2014_x86_64 -d .whl $(GPU_WHEELS)
+
+gpu-check: ## On a GPU machine: benchmarks/gpu_check.py with that machine's own torch (< 8 min; GPU_CHECK_OUT=dir)
+	@$(GPU_PYTHON) -c "import pydantic" 2>/dev/null || \
+		$(GPU_PYTHON) -m pip install --quiet --no-index --no-deps --target .gpu-site .whl/*.whl
+	PYTHONPATH=$(CURDIR)/src:$(CURDIR)/.gpu-site PYTHONUNBUFFERED=1 \
+		$(GPU_PYTHON) benchmarks/gpu_check.py --out $(GPU_CHECK_OUT) $(ARGS)
+
 clean: ## Remove results and caches (keeps .venv and baselines)
 	rm -rf benchgate-out .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install bench test lint compile submit images ui shard benchmarks clean
+.PHONY: help install bench test test-fast lint compile submit images ui shard benchmarks gpu-check gpu-check-wheels clean

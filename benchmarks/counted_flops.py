@@ -131,7 +131,7 @@ def main() -> None:
         print(
             f"{name}: 6N {dense:,.0f}  attention-aware {aware:,.0f}  counted {result.per_token:,.0f} "
             f"(attention kernels {result.attention_per_token:,.0f})  {result.seconds:.2f} s  "
-            f"by op {', '.join(f'{op} {v:,.0f}' for op, v in result.by_op.items())}",
+            f"by op {', '.join(f'{op} {v / result.tokens:,.0f}' for op, v in result.by_op.items())}",
             flush=True,
         )
     print()

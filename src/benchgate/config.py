@@ -54,6 +54,8 @@ MAX_THREADS = 4096
 # baseline); a line with a confidence interval needs 3 points (stats.linear_slope). A run of 2 steps
 # would have no slope row, and as a baseline it would break the slope row of every later comparison.
 MIN_STEPS = 3
+# A synchronised window longer than this is no longer a turn of an A/B: the other side would wait minutes.
+MAX_STEPS_PER_WINDOW = 1000
 
 
 class _Model(BaseModel):
@@ -104,10 +106,22 @@ class BenchConfig(_Model):
         gt=0,
         le=MAX_THREADS,
         description="torch intra-op threads per rank. Default: 1 on CPU (a rank stands for one device, so "
-        "scaling efficiency compares equal per-rank resources), CPU cores // world size on GPU hosts.",
+        "scaling efficiency compares equal per-rank resources); on GPU hosts the pod's CPU limit // ranks "
+        "on the node, or 4 without a limit (never the node's CPU count: two nodes of one GPU type must "
+        "compare).",
     )
     seed: Int = Field(
         0, ge=0, le=MAX_SEED, description="Seed for weights and batches; identical on every run."
+    )
+    sync_every: Int = Field(
+        1,
+        ge=1,
+        le=MAX_STEPS_PER_WINDOW,
+        description="On CUDA, synchronise the device after every this many steps, in the bench and the A/B "
+        "alike (an A/B turn is one such window): within a window the host may run ahead of the GPU. "
+        "Each step is timed by CUDA events either way. 1 (the default) times steps as a training loop "
+        "that reads its loss every step runs them; raise it for steps of a few milliseconds, where the "
+        "launch of the next step's first kernels shows.",
     )
     drift_reference: Bool = Field(
         True,
@@ -222,6 +236,11 @@ class Tolerances(_Model):
     scaling_efficiency_drop_points: Float = Field(
         5.0, gt=0, le=100, description="WARN when scaling efficiency drops more (percentage points)."
     )
+    energy_per_token_increase_pct: Float = Field(
+        10.0,
+        gt=0,
+        description="WARN when the GPUs' energy per trained token (NVML's energy counter) grows more.",
+    )
     confidence: Float = Field(0.95, gt=0.5, lt=1, description="Confidence level of intervals and tests.")
 
 
@@ -255,6 +274,14 @@ class ABConfig(_Model):
         True,
         description="On CPU, pin rank r of both sides to the same cores: they take turns, so they share "
         "the cores' speed instead of each drawing its own placement.",
+    )
+    layout: Literal["auto", "interleaved", "sequential"] = Field(
+        "auto",
+        description="How the two sides share the machine. interleaved: both alive, taking turns step by "
+        "step (the CPU default). sequential: one side alive at a time, launches alternating A B B A "
+        "(fits a model that takes more than half of a GPU, and a GPU in exclusive-process mode). auto: "
+        "sequential on CUDA when two sides cannot fit in the GPU's free memory or the GPU is in "
+        "exclusive-process mode, interleaved otherwise.",
     )
     max_seconds: Float = Field(
         600.0,

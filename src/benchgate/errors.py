@@ -20,6 +20,9 @@ EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
 EXIT_RUN_FAILED = 3
 EXIT_UNKNOWN = 4  # the timing could not be resolved within the budget: neither a pass nor a regression
+# `benchgate doctor`: this machine cannot decide the tolerance within gate.ab.max_seconds (even unchanged
+# code would mostly end UNKNOWN). A finding about the machine, like exit 1 and 4 about code: no error class.
+EXIT_TOO_NOISY = 5
 
 
 class BenchgateError(Exception):

@@ -91,6 +91,15 @@ def workload_example() -> str:
     return match.group(1)
 
 
+def parallel_example() -> str:
+    """The README's FSDP2 workload, the block after `<!-- parallel-example -->` (my_fsdp_bench.py)."""
+    match = re.search(
+        r"<!-- parallel-example -->\s*```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S
+    )
+    assert match, "README.md must carry the parallelism example after <!-- parallel-example -->"
+    return match.group(1)
+
+
 def user_env(**extra: str) -> dict[str, str]:
     """A user's shell: the checkout's venv first on PATH (it has benchgate installed), none of the test
     session's own PYTHONPATH, and no CI or MLflow variables unless a test sets them."""

@@ -35,6 +35,7 @@ from doc_blocks import (
     deeper_model,
     git,
     init_repo,
+    parallel_example,
     run_shell,
     shell_blocks,
     stray_markers,
@@ -107,7 +108,11 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     origin = root / "origin.git"
     git(root, "init", "-q", "--bare", "-b", "main", str(origin))
     repo = init_repo(root / "my-project")
-    commit_files(repo, "a training step to gate", {"my_bench.py": workload_example()})
+    commit_files(
+        repo,
+        "a training step to gate",
+        {"my_bench.py": workload_example(), "my_fsdp_bench.py": parallel_example()},
+    )
     git(repo, "remote", "add", "origin", str(origin))
     git(repo, "push", "-q", "-u", "origin", "main")
     return repo

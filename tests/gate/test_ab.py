@@ -84,6 +84,9 @@ def test_ab_of_the_same_code_never_fails(repo: Path) -> None:
     assert f"A/B vs base {base[:12]}" in str(row["note"])
     ab = read_json(repo / "out-same" / "ab" / "ws1" / "ab.json")
     assert ab["base"]["commit"] == base and 3 <= len(ab["rounds"]) <= 5
+    # gate.ab.layout = auto on CPU: both groups alive, taking turns, each idle while the other is timed.
+    assert ab["layout"] == {"name": "interleaved", "why": "auto on CPU"}
+    assert all("first_side" not in r and "base_idle_cpu_share" in r for r in ab["rounds"])
     assert (repo / "out-same" / "ab" / "ws1" / "round1" / "A" / "metrics-ws1.json").is_file()
 
 

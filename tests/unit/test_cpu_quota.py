@@ -13,7 +13,7 @@ import pytest
 
 from benchgate.kit.cpus import CgroupPaths, affinity_cpus, cpu_budget, cpu_quota, usable_cpus
 from benchgate.measure.env import capture_environment
-from benchgate.measure.launch import resolve_threads
+from benchgate.measure.launch import GPU_THREADS_WITHOUT_QUOTA, resolve_threads
 
 POD_V2 = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod3f1c.slice/cri-containerd-9ab2.scope"
 POD_V1 = "/kubepods/burstable/pod3f1c/9ab2"
@@ -284,8 +284,7 @@ def test_profile_of_a_500m_pod_differs_from_a_1_cpu_pod(tmp_path: Path) -> None:
 def test_resolve_threads_honours_the_quota(tmp_path: Path) -> None:
     limited = v2_tree(tmp_path / "limited", "/", {"/": "100000 100000\n"})
     unlimited = v2_tree(tmp_path / "unlimited", "/", {"/": "max 100000\n"})
-    affinity = len(os.sched_getaffinity(0))
-    assert resolve_threads(None, "cuda", 1, unlimited) == affinity
+    assert resolve_threads(None, "cuda", 1, unlimited) == GPU_THREADS_WITHOUT_QUOTA  # never the node's cores
     assert resolve_threads(None, "cuda", 1, limited) == 1
     assert resolve_threads(None, "cuda", 2, limited) == 1  # never 0, however many ranks share one CPU
     assert resolve_threads(3, "cuda", 1, limited) == 3  # threads_per_rank set by the user wins

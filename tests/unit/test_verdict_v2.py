@@ -33,7 +33,7 @@ from benchgate.ab.decision import (
     round_diagnostics,
 )
 from benchgate.ab.rows import apply_ab, apply_ab_scaling, undecided_world_sizes
-from benchgate.ab.runner import AB_FILE, ABOutcome, Side, round_steps, run_ab, saved_rounds
+from benchgate.ab.runner import AB_FILE, ABOutcome, Side, round_steps, round_throttling, run_ab, saved_rounds
 from benchgate.ab.stage import worlds_for_ab
 from benchgate.checks import scaling
 from benchgate.checks.compare import compare, unchanged_code
@@ -42,6 +42,7 @@ from benchgate.config import ABConfig, Tolerances
 from benchgate.errors import BadInputError, BaselineError, ConfigError
 from benchgate.kit.files import read_json, write_json
 from benchgate.measure import fingerprint
+from benchgate.measure.device_state import device_state_block, summarize_window
 from benchgate.results.bundle import Bundle
 from benchgate.results.comparison import SCALING, TIMING, Check, Comparison, Status
 from benchgate.results.figures import STALL_CAP, corrected_mean, mean_step_time
@@ -504,6 +505,21 @@ def test_rounds_where_the_idle_side_used_cpu_are_flagged(
     busy = apply_ab(screened, {**outcome, "rounds": rounds}, Tolerances(), ABConfig()).timing(1)
     assert busy is not None
     assert f"the idle side used CPU in 1 of {len(rounds)} rounds (up to 20%" in busy.note
+
+
+def test_rounds_on_a_throttled_gpu_are_flagged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    outcome = ab_outcome(tmp_path, monkeypatch, lambda t: t)
+    screened = compare(bundle(1), bundle(2, step_s=0.12), Tolerances())
+    rounds = outcome["rounds"]
+    # A round's throttling as the runner records it from each side's metrics' device_state (NVML).
+    power_capped = device_state_block([summarize_window(1.0, [], None, 0.2, 0.0)], tokens=100)
+    cool = device_state_block([summarize_window(1.0, [], None, 0.0, 0.0)], tokens=100)
+    rounds[1] = {**rounds[1], **round_throttling({"device_state": cool}, {"device_state": power_capped})}
+    assert rounds[1]["candidate_throttled_by"] == ["power cap"] and rounds[1]["base_throttled_by"] == []
+    row = apply_ab(screened, {**outcome, "rounds": rounds}, Tolerances(), ABConfig()).timing(1)
+    assert row is not None
+    assert f"GPU throttled (power cap) in 1 of {len(rounds)} rounds" in row.note
+    assert round_throttling({"samples": {}}, {"samples": {}}) == {}  # a CPU round: nothing to say
 
 
 def test_a_turn_client_counts_the_cpu_it_used_while_waiting() -> None:

@@ -1,9 +1,10 @@
 """A/B decisions as comparison rows: which world sizes A/B must decide, and its outcome in their place.
 
-An A/B decision (an ab.json) replaces the screen's timing row of its world size, except where A/B
-cannot see the cause: when the run's fingerprints (benchgate, installed packages, bench configuration)
-differ from the baseline run's, both A/B sides share the candidate's, so an A/B PASS cannot overrule
-the screen. Where A/B ran at ws=1 and at N, the scaling-efficiency row is judged from its rounds.
+An A/B decision (an ab.json) replaces the screen's timing row of its world size (the note names the
+layout its rounds ran in, and why: ab/layout.py), except where A/B cannot see the cause: when the run's
+fingerprints (benchgate, installed packages, bench configuration) differ from the baseline run's, both
+A/B sides share the candidate's, so an A/B PASS cannot overrule the screen. Where A/B ran at ws=1 and
+at N, the scaling-efficiency row is judged from its rounds.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from benchgate.ab import decision as ab
+from benchgate.ab.layout import Layout
 from benchgate.checks import scaling
 from benchgate.checks.compare import scaling_row
 from benchgate.config import Tolerances
@@ -60,6 +62,8 @@ def apply_ab(
         f"{decision['reason']}; A/B vs {outcome['base']['description']}, {decision['rounds']} rounds "
         f"in {outcome['seconds']:.0f} s"
     ]
+    if outcome.get("layout"):  # absent from ab.json files written before layouts could be chosen
+        notes.append(Layout(outcome["layout"]["name"], outcome["layout"]["why"]).note())
     if decision["round_sd_pct"] is not None:
         notes.append(
             f"round-to-round sd {decision['round_sd_pct']:.1f}%, minimum detectable slowdown "
@@ -82,9 +86,7 @@ def apply_ab(
         change=decision["change_pct"],
         ci_low=decision["ci_low_pct"],
         ci_high=decision["ci_high_pct"],
-        rule=ab.rule_text(
-            tol.throughput_drop_pct, tol.confidence, ab_config.min_rounds, ab_config.max_rounds
-        ),
+        rule=_rule(outcome, tol, ab_config),
         status=status,
         note="; ".join(notes),
         metric=TIMING,
@@ -104,6 +106,19 @@ def apply_ab(
     )
 
 
+# How the rule names its rounds (ab/decision.rule_text), and how a sequential round is made instead.
+INTERLEAVED_ROUNDS = "rounds of alternating steps"
+SEQUENTIAL_ROUNDS = "rounds of one launch per side (A B, then B A)"
+
+
+def _rule(outcome: dict[str, Any], tol: Tolerances, ab_config: Any) -> str:
+    """The rule that decided, naming the rounds as its layout made them: the rule is the same."""
+    text = ab.rule_text(tol.throughput_drop_pct, tol.confidence, ab_config.min_rounds, ab_config.max_rounds)
+    if (outcome.get("layout") or {}).get("name") == "sequential":
+        text = text.replace(INTERLEAVED_ROUNDS, SEQUENTIAL_ROUNDS)
+    return text
+
+
 def _round_rate(figures: dict[str, Any], side: str) -> float:
     # Rounds saved before whole-round rates existed carry only the median step's rate.
     rate = figures.get(f"{side}_tokens_per_s", figures.get(f"{side}_tokens_per_s_p50"))
@@ -121,6 +136,19 @@ def _spread_notes(rounds: list[dict[str, Any]]) -> list[str]:
         notes.append(
             f"the idle side used CPU in {busy} of {len(rounds)} rounds (up to {worst:.0%} of the measured "
             "side's time): a background thread competed with the timed steps"
+        )
+    throttled = [r for r in rounds if r.get("base_throttled_by") or r.get("candidate_throttled_by")]
+    if throttled:
+        causes = sorted(
+            {
+                c
+                for r in throttled
+                for c in (r.get("base_throttled_by") or []) + (r.get("candidate_throttled_by") or [])
+            }
+        )
+        notes.append(
+            f"GPU throttled ({', '.join(causes)}) in {len(throttled)} of {len(rounds)} rounds: turns cancel "
+            "what slows both sides alike, not a cap that bit one side's steps"
         )
     spread = ab.concentration(rounds)
     if spread is not None:

@@ -1,20 +1,26 @@
-"""Interleaved A/B timing on one machine: the base code (A) and the candidate (B), round after round.
+"""A/B timing on one machine: the base code (A) and the candidate (B), round after round.
 
-A round starts a fresh torchrun worker group per side, at the same world size, and lets them take
-turns step by step (benchgate.measure.turns) in a random order per pair of steps, warmup included, with rank r
-of both sides pinned to the same cores on CPU (gate.ab.pin_cores: measured, the round-to-round spread
-fell from 5-8% to under 2%, docs/benchmarks.md). Fresh groups each round sample what differs between
-launches of identical code (memory layout), which one long-lived pair of groups would bake into every
-step. A round measures at least gate.ab.min_measured_s per side (more steps where steps are short), so
-that one host spike moves a round's total time little. After each round the sequential rule
-(ab/decision.py) says FAIL, PASS or "another round", until the round or time budget runs out (UNKNOWN).
-An UNKNOWN can be resumed: `run_ab(..., resume=True)` continues from the rounds in ab.json.
+A round starts a fresh torchrun worker group per side, at the same world size. Fresh groups each round
+sample what differs between launches of identical code (memory layout), which one long-lived pair of
+groups would bake into every step. A round measures at least gate.ab.min_measured_s per side (more steps
+where steps are short), so that one host spike moves a round's total time little. After each round the
+sequential rule (ab/decision.py) says FAIL, PASS or "another round", until the round or time budget runs
+out (UNKNOWN). An UNKNOWN can be resumed: `run_ab(..., resume=True)` continues from the rounds in ab.json.
+
+How the two sides share the machine is the layout (gate.ab.layout, ab/layout.py):
+- interleaved (`run_round`): both groups alive, taking turns step by step (benchgate.measure.turns) in
+  a random order per pair of turns, warmup included, with rank r of both sides pinned to the same cores
+  on CPU (gate.ab.pin_cores: measured, the round-to-round spread fell from 5-8% to under 2%,
+  docs/benchmarks.md);
+- sequential (`run_sequential_round`): one group alive at a time, for a GPU that cannot hold both: the
+  round is one plain launch per side, A first in odd rounds and B first in even ones (A B | B A | ...).
+Either way the round's figure is `round_change` of the two sides' step times.
 
 The harness is this benchgate on both sides; only the workload's code comes from each side's
 checkout (`Side.source_paths`), so a difference is the workload's, never the harness's.
 
     <out>/ab/ws<N>/round<k>/{A,B}/metrics-ws<N>.json   every sample of every round
-    <out>/ab/ws<N>/ab.json                             the rounds' figures and steps, and the decision
+    <out>/ab/ws<N>/ab.json                             the layout, the rounds' figures and steps, the decision
 """
 
 from __future__ import annotations
@@ -28,14 +34,17 @@ from pathlib import Path
 from typing import Any
 
 from benchgate.ab.decision import ABDecision, decide, round_change, round_diagnostics
+from benchgate.ab.layout import LAYOUTS, Layout, layout_for
 from benchgate.config import RunConfig
 from benchgate.errors import BadInputError, BenchgateError, RunFailedError
 from benchgate.kit import stats
 from benchgate.kit.files import read_json, write_json
-from benchgate.measure.launch import run_bench
-from benchgate.measure.turns import TurnCoordinator
+from benchgate.measure.launch import metrics_path, run_bench, uses_cuda, visible_gpus
+from benchgate.measure.turns import TurnCoordinator, steps_per_turn, turn_count
 
 AB_FILE = "ab.json"
+# How a resume's layout note begins: the rounds it continues chose the layout.
+RESUMED = "as the rounds it resumes: "
 RoundCallback = Callable[[int, ABDecision], None]
 
 
@@ -54,12 +63,15 @@ class ABOutcome:
     decision: ABDecision
     rounds: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    # Every A/B was interleaved before layouts could be chosen; run_ab always states its own.
+    layout: Layout = field(default_factory=lambda: Layout("interleaved", "no layout stated"))
 
     def to_dict(self, base: Side, candidate: Side) -> dict[str, Any]:
         return {
             "world_size": self.world_size,
             "base": {"commit": base.commit, "description": base.description},
             "candidate": {"commit": candidate.commit, "description": candidate.description},
+            "layout": self.layout.to_dict(),
             "seconds": self.seconds,
             "decision": self.decision.to_dict(),
             "rounds": self.rounds,
@@ -96,6 +108,11 @@ def round_config(config: RunConfig, steps: int | None = None) -> RunConfig:
     return config.model_copy(update={"bench": bench, "tracking": tracking})
 
 
+def _device_type(config: RunConfig, gpus: int | None) -> str:
+    """Where the sides' steps run: "cuda" or "cpu" (`gpus`: the host's CUDA devices, None to ask torch)."""
+    return "cuda" if uses_cuda(config.bench.device, visible_gpus() if gpus is None else gpus) else "cpu"
+
+
 def _first_cause(failures: dict[str, BaseException], sides: dict[str, Side]) -> BenchgateError:
     # A side that fails on its own (bad workload, a crash) makes the other one lose its coordinator:
     # report the bad input first, then any failure that is not just the lost coordinator.
@@ -124,6 +141,8 @@ def run_round(
     settings = round_config(config, steps)
     sides = {"A": base, "B": candidate}
     coordinator = TurnCoordinator(ranks_per_side=world_size, timeout_s=config.bench.timeout_s, seed=seed)
+    # The workers take turns of one synchronised window on CUDA (measure/turns.py): count those.
+    per_turn = steps_per_turn(config.bench.sync_every)
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures: dict[str, Future[Path]] = {
@@ -143,9 +162,9 @@ def run_round(
         coordination: BaseException | None = None
         try:
             orders = coordinator.run(
-                settings.bench.steps,
+                turn_count(settings.bench.steps, per_turn),
                 alive=lambda: not any(f.done() for f in futures.values()),
-                warmup=settings.bench.warmup,
+                warmup=turn_count(settings.bench.warmup, per_turn),
             )
         except RunFailedError as e:
             coordination, orders = e, []
@@ -155,16 +174,85 @@ def run_round(
         raise _first_cause(failed, sides)
     if coordination is not None:
         raise RunFailedError(f"A/B ws={world_size}: {coordination}")
-    a = read_json(futures["A"].result())["samples"]
-    b = read_json(futures["B"].result())["samples"]
+    a_metrics, b_metrics = read_json(futures["A"].result()), read_json(futures["B"].result())
+    a, b = a_metrics["samples"], b_metrics["samples"]
+    return {
+        **round_throttling(a_metrics, b_metrics),
+        **_round_figures(a, b),
+        # CPU each side used while idle, as a share of the other side's measured time (ab.IDLE_CPU_FLAG).
+        "base_idle_cpu_share": float(a.get("idle_cpu_s", 0.0)) / sum(b["step_time_s"]),
+        "candidate_idle_cpu_share": float(b.get("idle_cpu_s", 0.0)) / sum(a["step_time_s"]),
+        "base_first": sum(order == "AB" for order in orders),
+        "seconds": time.monotonic() - started,
+    }
+
+
+def sequential_order(index: int) -> str:
+    """The launch order of round `index` (from 1) in the sequential layout: A first in odd rounds, B first
+    in even ones, so the launches run A B | B A | A B ...: a drift over a round's seconds, or a cost that
+    the second launch pays for the first (a warm page cache, a hot or throttled device), lands on each
+    side first equally often, and a resume continues the pattern by the round's index."""
+    return "AB" if index % 2 else "BA"
+
+
+def run_sequential_round(
+    config: RunConfig,
+    world_size: int,
+    round_dir: Path,
+    base: Side,
+    candidate: Side,
+    gpus: int | None,
+    index: int,
+    steps: int | None = None,
+) -> dict[str, Any]:
+    """One round of the sequential layout: a plain launch of each side at the round's steps, one after
+    the other in `sequential_order(index)`; returns the round's figures as `run_round` does.
+
+    No turn coordinator and no pinning (gate.ab.pin_cores is for interleaved rounds): the other side is
+    not alive while one is measured, and its launch frees the device before the next starts
+    (docs/design.md, "A/B layouts")."""
+    settings = round_config(config, steps)
+    sides = {"A": base, "B": candidate}
+    order = sequential_order(index)
+    started = time.monotonic()
+    paths: dict[str, Path] = {}
+    launch_s: dict[str, float] = {}
+    for label in order:
+        launched = time.monotonic()
+        try:
+            paths[label] = run_bench(
+                settings,
+                world_size,
+                round_dir / label,
+                None,
+                gpus,
+                source_paths=sides[label].source_paths,
+                count_flops=False,  # a round's step times are all that is read
+            )
+        except BenchgateError as e:
+            raise _first_cause({label: e}, sides) from None
+        launch_s[label] = time.monotonic() - launched
+    a_metrics, b_metrics = read_json(paths["A"]), read_json(paths["B"])
+    a, b = a_metrics["samples"], b_metrics["samples"]
+    return {
+        **_round_figures(a, b),
+        **round_throttling(a_metrics, b_metrics),
+        "first_side": order[0],
+        # As in an interleaved round: the pairs in which A ran first (here all of them or none).
+        "base_first": len(a["step_time_s"]) if order[0] == "A" else 0,
+        "base_launch_s": launch_s["A"],
+        "candidate_launch_s": launch_s["B"],
+        "seconds": time.monotonic() - started,
+    }
+
+
+def _round_figures(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """What every round records from the two sides' samples (metrics-ws<N>.json `samples`)."""
     return {
         "change_log": round_change(a["step_time_s"], b["step_time_s"]),
         **round_diagnostics(a["step_time_s"], b["step_time_s"]),
         "base_tokens_per_s": _rate(a),
         "candidate_tokens_per_s": _rate(b),
-        # CPU each side used while idle, as a share of the other side's measured time (ab.IDLE_CPU_FLAG).
-        "base_idle_cpu_share": float(a.get("idle_cpu_s", 0.0)) / sum(b["step_time_s"]),
-        "candidate_idle_cpu_share": float(b.get("idle_cpu_s", 0.0)) / sum(a["step_time_s"]),
         "base_p50_s": stats.percentile(a["step_time_s"], 50),
         "candidate_p50_s": stats.percentile(b["step_time_s"], 50),
         "base_tokens_per_s_p50": stats.percentile(a["tokens_per_s"], 50),
@@ -172,9 +260,18 @@ def run_round(
         "pairs": len(a["step_time_s"]),
         "base_step_s": a["step_time_s"],
         "candidate_step_s": b["step_time_s"],
-        "base_first": sum(order == "AB" for order in orders),
-        "seconds": time.monotonic() - started,
     }
+
+
+def round_throttling(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """What throttled each side's GPUs in this round (NVML's windows, measure/device_state.py): a round
+    whose GPU was held down by its power cap or heat is flagged in the row's note. Nothing on CPU."""
+    figures = {}
+    for label, metrics in (("base", a), ("candidate", b)):
+        state = metrics.get("device_state")
+        if state and state.get("available"):
+            figures[f"{label}_throttled_by"] = list(state.get("throttled_by") or [])
+    return figures
 
 
 def _rate(samples: dict[str, Any]) -> float:
@@ -201,6 +298,47 @@ def saved_rounds(path: Path, base: Side, candidate: Side) -> list[dict[str, Any]
     return list(saved["rounds"])
 
 
+def ab_layout(config: RunConfig, world_size: int, run_dir: Path, gpus: int | None = None) -> Layout:
+    """gate.ab.layout for an A/B at `world_size`; `auto` decides from the run's env.json and
+    metrics-ws<N>.json in `run_dir` (a gate run's result directory holds both), read only on CUDA."""
+    device_type = _device_type(config, gpus)
+    requested = config.gate.ab.layout
+    if requested != "auto" or device_type != "cuda":
+        return layout_for(requested, device_type, world_size, None, None)
+    env = _optional_json(run_dir / "env.json")
+    metrics = _optional_json(metrics_path(run_dir, world_size))
+    return layout_for(requested, device_type, world_size, env, metrics)
+
+
+def _optional_json(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        data = read_json(path)
+    except ValueError as e:
+        raise BadInputError(str(e)) from None
+    return data if isinstance(data, dict) else None
+
+
+def resumed_layout(path: Path, requested: str, chosen: Layout) -> Layout:
+    """The layout a resume of the A/B saved in `path` continues in: the one its rounds ran in, so that
+    every round of one decision was measured alike. `requested` other than auto must be that one."""
+    saved = read_json(path).get("layout") or {}
+    # ab.json files written before layouts existed are of interleaved rounds.
+    before = saved.get("name", "interleaved")
+    if before not in LAYOUTS:
+        raise BadInputError(f"--resume: {path} layout.name: got {before!r}; expected one of {LAYOUTS}")
+    if requested == "auto":
+        why = str(saved.get("why") or "").removeprefix(RESUMED)  # a resumed resume names the first why
+        return Layout(before, f"{RESUMED}{why}" if why else RESUMED.removesuffix(": "))
+    if requested != before:
+        raise BadInputError(
+            f"gate.ab.layout: got {requested!r}, but the rounds saved in {path} ran {before}; a resume "
+            f"continues in the same layout (set gate.ab.layout to auto or {before})"
+        )
+    return chosen
+
+
 def run_ab(
     config: RunConfig,
     world_size: int,
@@ -211,29 +349,33 @@ def run_ab(
     on_round: RoundCallback | None = None,
     step_s: float | None = None,
     resume: bool = False,
+    *,
+    layout: Layout | None = None,
 ) -> ABOutcome:
     """Rounds of A/B at `world_size` until the rule decides or the budget is spent.
 
     `step_s`: the typical step time at this world size, which sets the steps per round (round_steps).
-    `resume`: continue the rounds saved in <out>/ab/ws<N>/ab.json (the budget starts afresh)."""
+    `resume`: continue the rounds saved in <out>/ab/ws<N>/ab.json (the budget starts afresh), in their
+    layout. `layout`: how the sides share the machine; by default gate.ab.layout, `auto` decided from
+    <out>/env.json and <out>/metrics-ws<N>.json (ab_layout)."""
     ab = config.gate.ab
     ws_dir = out_dir / "ab" / f"ws{world_size}"
     started = time.monotonic()
-    rounds = saved_rounds(ws_dir / AB_FILE, base, candidate) if resume else []
+    chosen = layout or ab_layout(config, world_size, out_dir, gpus)
+    rounds: list[dict[str, Any]] = []
+    if resume:
+        rounds = saved_rounds(ws_dir / AB_FILE, base, candidate)
+        chosen = resumed_layout(ws_dir / AB_FILE, layout.name if layout else ab.layout, chosen)
     steps = round_steps(config, step_s)
-    outcome = ABOutcome(world_size, _decision(config, rounds, False), rounds)
+    outcome = ABOutcome(world_size, _decision(config, rounds, False), rounds, layout=chosen)
     while outcome.decision.status == "CONTINUE":
         index = len(outcome.rounds) + 1
-        figures = run_round(
-            config,
-            world_size,
-            ws_dir / f"round{index}",
-            base,
-            candidate,
-            gpus,
-            seed=config.bench.seed + index,
-            steps=steps,
-        )
+        round_dir = ws_dir / f"round{index}"
+        if chosen.name == "sequential":
+            figures = run_sequential_round(config, world_size, round_dir, base, candidate, gpus, index, steps)
+        else:
+            seed = config.bench.seed + index
+            figures = run_round(config, world_size, round_dir, base, candidate, gpus, seed=seed, steps=steps)
         outcome.rounds.append(figures)
         elapsed = time.monotonic() - started
         # No round may start that would end past the budget: judge by the slowest round so far.

@@ -1,5 +1,7 @@
-"""The A/B stage: where the screen could not decide (or FAILed), interleaved A/B rounds between the base
-commit and this one decide again, and their rows replace the screen's in compare.json.
+"""The A/B stage: where the screen could not decide (or FAILed), A/B rounds between the base commit and
+this one decide again, and their rows replace the screen's in compare.json. The rounds' layout
+(gate.ab.layout: interleaved, or one side at a time where a GPU cannot hold both) is chosen from this
+run's env.json and metrics (ab/layout.py) and recorded in each ab.json and row note.
 
 A stage is a function from files to files in one result directory (see the package docstring).
 """
@@ -61,7 +63,8 @@ def stage_ab(
     on_round: RoundCallback | None = None,
     resume: bool = False,
 ) -> Comparison:
-    """Decide `world_sizes` by interleaved A/B of `base` and `candidate` (into run_dir/ab/).
+    """Decide `world_sizes` by A/B of `base` and `candidate` (into run_dir/ab/), in the layout
+    gate.ab.layout names or `auto` picks from run_dir's env.json and metrics-ws<N>.json.
 
     Each A/B decision replaces the screen's row; rewrites compare.json and compare.md in `run_dir`.
     `resume`: continue the undecided rounds saved in run_dir/ab/ws<N>/ab.json.

@@ -24,6 +24,7 @@ from benchgate.checks.comparable import check_comparable
 from benchgate.config import Tolerances
 from benchgate.kit import stats
 from benchgate.measure import fingerprint
+from benchgate.measure.device_state import THROTTLED_FRACTION
 from benchgate.results.bundle import Bundle
 from benchgate.results.comparison import SCALING, TIMING, Check, Comparison, Status, load_comparison
 from benchgate.results.figures import MFU_CONVENTIONS, run_rate, scaling_efficiency
@@ -234,6 +235,49 @@ def _bench_checks(
             )
     if len(samples["loss"]) >= 3:
         checks.append(_loss_slope_check(ws, cur, base, tol))
+    checks.extend(_device_checks(ws, base, cur, tol))
+    return checks
+
+
+def _device_checks(ws: int, base: dict[str, Any] | None, cur: dict[str, Any], tol: Tolerances) -> list[Check]:
+    """The GPUs' energy per trained token against the baseline's (WARN beyond tolerance), and whether a
+    GPU was throttled while it measured (WARN: the timing rows then measured a slowed GPU). Rows only
+    where the bench read NVML (the metrics' device_state, written by measure/device.py)."""
+    state = cur.get("device_state") or {}
+    if not state.get("available"):
+        return []
+    base_state = (base or {}).get("device_state") or {}
+    if not base_state.get("available"):
+        base_state = {}
+    checks = []
+    name, energy = f"energy per token (ws={ws})", state.get("energy_j_per_token")
+    base_energy = base_state.get("energy_j_per_token")
+    if energy is not None and base_energy is not None:
+        limit = tol.energy_per_token_increase_pct
+        rule = f"WARN if increase > {limit:g}%"
+        figures = 1e3 * base_energy, 1e3 * energy
+        checks.append(_threshold_check(name, "mJ/token", *figures, limit, "WARN", rule))
+    elif energy is not None:
+        note = "no baseline at this world size" if base is None else "the baseline has no energy figure"
+        checks.append(Check(name, "mJ/token", 1e3 * energy, status="NEW", note=note))
+    measured, throttled = state["windows_measured"], state["throttled_windows"]
+    if measured:
+        base_measured = base_state.get("windows_measured")
+        causes = ", ".join(state["throttled_by"])
+        checks.append(
+            Check(
+                f"throttled windows (ws={ws})",
+                "%",
+                100 * throttled / measured,
+                baseline=100 * base_state["throttled_windows"] / base_measured if base_measured else None,
+                change_unit="",
+                rule=f"WARN if a GPU was throttled: power or thermal capping over "
+                f"{THROTTLED_FRACTION:.0%} of its window, or a power cap, thermal or hardware slowdown seen",
+                status="WARN" if throttled else "PASS",
+                note=f"{throttled} of {measured} windows (one per rank's GPU) throttled"
+                + (f": {causes}" if throttled else ""),
+            )
+        )
     return checks
 
 

@@ -28,6 +28,7 @@ from benchgate.cli.bisect import BISECT_CODES, bisect
 from benchgate.cli.cluster import COMPILE_CODES, CONTROLLER_CODES, SUBMIT_CODES, compile_, controller, submit
 from benchgate.cli.comment import EPILOG as COMMENT_EPILOG
 from benchgate.cli.comment import comment
+from benchgate.cli.doctor import DOCTOR_CODES, doctor
 from benchgate.cli.history import history_app
 from benchgate.cli.run_output import (
     print_next_steps,
@@ -303,6 +304,10 @@ def env(
     snapshot = stage_env(out) if out else capture_environment()
     console.print_json(json.dumps(snapshot))
     console.print(f"machine profile: [bold]{snapshot['machine_profile']}[/]")
+
+
+# `benchgate doctor` (cli/doctor.py): what this machine can decide, beside `env`, what it is.
+app.command(epilog=DOCTOR_CODES)(doctor)
 
 
 @app.command(epilog=exit_codes((OK[0], "printed")))

@@ -1,15 +1,18 @@
-"""What `benchgate run` shows on the terminal: the stages' progress while it runs, and, once a verdict
-is in, the lines that say where everything is (results, pipeline log, baseline, MLflow run) and what
-decides it (`next:`). `benchgate compare` and `run --resume` end with the same `next:` lines.
+"""What `benchgate run` shows on the terminal: the stages' progress while it runs (with each A/B's
+opening figure: what it can resolve on this machine), and, once a verdict is in, the lines that say
+where everything is (results, pipeline log, baseline, MLflow run) and what decides it (`next:`).
+`benchgate compare` and `run --resume` end with the same `next:` lines.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -19,6 +22,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from benchgate.ab.power import is_opening_line
 from benchgate.checks.tables import print_verdict, step_lines
 from benchgate.cli.terminal import console
 from benchgate.cli.tracking import mlflow_ui_command
@@ -28,32 +32,51 @@ from benchgate.publish.policy import BASELINE_DECISION_FILE
 
 
 class RichReporter:
-    """The pipeline's stage reporter, drawn as one progress bar per stage."""
+    """The pipeline's stage reporter, drawn as one progress bar per stage.
+
+    The A/B task's opening figure (ab/power.py) arrives as a stage marker of its own, followed by its
+    rounds' stage announced again: the figure is printed above the bars, and the announcement of the
+    stage already running only updates its bar."""
 
     def __init__(self, progress: Progress) -> None:
         self.progress = progress
         self.task: Any = None
+        self.running: str | None = None
 
     def stage_started(self, name: str, total: int | None = None) -> None:
+        if is_opening_line(name):
+            self.progress.console.print(name, markup=False, highlight=False, soft_wrap=True)
+            return
+        if name == self.running:
+            self.progress.update(self.task, total=total)
+            return
         self.task = self.progress.add_task(name, total=total)
+        self.running = name
 
     def stage_progress(self, done: int, total: int) -> None:
         self.progress.update(self.task, completed=done, total=total)
 
     def stage_finished(self, name: str, seconds: float) -> None:
+        self.running = None
         total = self.progress.tasks[-1].total or 1
         self.progress.update(self.task, completed=total, total=total, description=f"{name} ({seconds:.1f} s)")
 
 
 def lasting_progress() -> Progress:
-    """Progress bars that stay on screen after the run (transient=False): they are its stage log."""
+    """Progress bars that stay on screen after the run (transient=False): they are its stage log.
+
+    Their console writes to the stream stdout is now. While the pipeline runs, `benchgate run` points
+    sys.stdout at the pipeline log (kfp/local_run.py), and a console that follows sys.stdout (as
+    `terminal.console` does) would stop drawing the bars there (the log is no terminal) and would print
+    the A/B's opening figure into the log instead of on screen."""
+    stream = sys.stdout
     return Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=console,
+        console=Console(file=stream, width=None if stream.isatty() else console.width),
         transient=False,
     )
 

@@ -194,7 +194,10 @@ def _define(one_node_only: bool) -> Callable[..., None]:
             )
 
         def on_cpu(task: dsl.PipelineTask) -> dsl.PipelineTask:
-            return task.set_cpu_request(LIGHT_CPU_REQUEST).set_memory_request(LIGHT_MEMORY_REQUEST)
+            task.set_cpu_request(LIGHT_CPU_REQUEST).set_memory_request(LIGHT_MEMORY_REQUEST)
+            # The bench image says NVIDIA_VISIBLE_DEVICES=all (the NVIDIA container convention): on a node
+            # whose default runtime is NVIDIA's, a pod that asked for no GPU would be given all of them.
+            return task.set_env_variable("NVIDIA_VISIBLE_DEVICES", "void")
 
         def common(task: dsl.PipelineTask, name: str) -> dsl.PipelineTask:
             task.set_display_name(name).set_caching_options(False)

@@ -144,6 +144,7 @@ def _define(gate: Any) -> Any:
         judge.after(gated).ignore_upstream_failure()
         judge.set_display_name(SUITE_GATE_TASK).set_caching_options(False)
         judge.set_cpu_request(LIGHT_CPU_REQUEST).set_memory_request(LIGHT_MEMORY_REQUEST)
+        judge.set_env_variable("NVIDIA_VISIBLE_DEVICES", "void")  # no GPU: see pipeline.py's on_cpu
         kubernetes.use_secret_as_env(judge, mlflow_secret, MLFLOW_SECRET_KEYS, optional=True)
 
     return benchgate_suite

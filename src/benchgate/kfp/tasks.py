@@ -106,7 +106,13 @@ def env_task(
         # With the config, env.json records what A/B holds fixed on both sides (benchgate, packages,
         # bench settings): with every run, and so with every baseline, so the gate can tell when a
         # change is invisible to A/B.
-        env = stage_env(out, cwd=root, branch=validate_branch(branch) if branch else None, config=config)
+        env = stage_env(
+            out,
+            cwd=root,
+            branch=validate_branch(branch) if branch else None,
+            config=config,
+            gpus_per_node=gpus_per_node if multi_node else None,
+        )
         env["source"] = source
         env["base"] = base
         write_json(out / "env.json", env)
@@ -144,7 +150,12 @@ def bench_task(
         fetch_code_under_test(env, out.parent / "workspace")
         with stage(f"bench ws={world_size}", config.bench.steps) as reporter:
             metrics_path = run_bench(
-                config, world_size, out, reporter.stage_progress, gpus=env["gpu"]["count"]
+                config,
+                world_size,
+                out,
+                reporter.stage_progress,
+                gpus=env["gpu"]["count"],
+                per_launch=env["gpu"].get("per_launch"),
             )
         log_bench_figures(read_json(metrics_path), figures)
 
@@ -287,6 +298,8 @@ def ab_task(
     `gpus`, `accelerator_type`, `cpu_request` and `memory_request` are what the task asked the cluster
     for (its pod spec); `baseline_pvc` the volume mounted for the stores, or "" for pod-local ones.
     """
+    from benchgate.ab.decision import ABDecision
+    from benchgate.ab.power import OpeningFigure
     from benchgate.ab.runner import Side
     from benchgate.ab.stage import stage_ab
     from benchgate.measure.source import checkout, import_paths, validate_commit
@@ -321,16 +334,22 @@ def ab_task(
             f"with up to {gpus} x {accelerator_type}, {cpu_request} CPUs and {memory_request} of memory "
             "requested"
         )
+        ab = config.gate.ab
         for ws in worlds:
-            with stage(f"A/B ws={ws} (rounds)", config.gate.ab.max_rounds) as reporter:
-                comparison = stage_ab(
-                    config,
-                    out,
-                    [ws],
-                    base,
-                    candidate,
-                    lambda i, _d: reporter.stage_progress(i, config.gate.ab.max_rounds),
-                )
+            name, opening = f"A/B ws={ws} (rounds)", OpeningFigure.for_gate(config.gate, ws)
+            with stage(name, ab.max_rounds) as reporter:
+
+                def on_round(i: int, decision: ABDecision) -> None:
+                    if line := opening.line(decision):  # noqa: B023 - called within this iteration only
+                        # The planner's figure at the first look (ab/power.py): in this task's log, and as a
+                        # stage marker that `benchgate run` prints above its bars (cli/run_output.py); then
+                        # the rounds' stage again, for reporters that show one stage at a time.
+                        print(line, flush=True)
+                        reporter.stage_started(line)
+                        reporter.stage_started(name, ab.max_rounds)  # noqa: B023
+                    reporter.stage_progress(i, ab.max_rounds)
+
+                comparison = stage_ab(config, out, [ws], base, candidate, on_round)
         publish_verdict(out, verdict_markdown, figures)
         with stage("publish"):
             publish_and_keep(configured, config, out)

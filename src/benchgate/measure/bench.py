@@ -1,15 +1,16 @@
 """The benchmark worker that torchrun starts on every rank: `torchrun ... -m benchgate.measure.bench`.
 
-Per rank: build the workload, run `warmup` steps, then time `steps` steps. Before the warmup, rank 0
-counts the FLOPs of one training step (`measure/mfu.py`), for the metrics' third MFU estimator. On
-CUDA each step is bracketed by CUDA events and the device is synchronised once at the end, so timing
-adds no sync per step; on CPU the host clock is exact because kernels run synchronously. At the end
+Per rank: join the launch's process group (every launch has one, ws=1 included: a step may run a
+collective, and a workload's `parallelize` gets a device mesh), build the workload's model as it trains
+(workloads/parallel.py: its own parallelism, else DDP above one rank), count one training step's
+FLOPs on every rank at once (`measure/mfu.py`), run `warmup` steps, then time `steps` steps
+(`measure/steps.py`: CUDA events and one sync per window on GPU, the host clock on CPU). At the end
 every rank's samples are gathered and rank 0 writes one metrics file. A step's global time is the
 slowest rank's time for that step, because a synchronous data-parallel step finishes only when its
 last rank does.
 
 In an A/B round (benchgate.ab.runner) two worker groups, base and candidate, run at once and take
-turns step by step through a coordinator (benchgate.measure.turns), so the host's drift hits both alike.
+turns window by window through a coordinator (benchgate.measure.turns), so the host's drift hits both alike.
 
 A rank that fails writes `<errors-dir>/rank<N>.json` so the launcher can name the rank and the cause.
 """
@@ -31,72 +32,32 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed import HashStore  # type: ignore[attr-defined]  # not in torch's stubs' __all__
 
 from benchgate.config import RunConfig
-from benchgate.errors import BenchgateError, RunFailedError
+from benchgate.errors import BenchgateError
 from benchgate.kit import lifeline, stats
 from benchgate.kit.files import write_json
-from benchgate.kit.progress import PROGRESS_PREFIX
-from benchgate.measure.env import capture_environment
+from benchgate.measure.device_state import device_state_block
+from benchgate.measure.env import capture_environment, launch_gpus
+from benchgate.measure.gpu_required import require_visible_gpu
 from benchgate.measure.launch import resolve_threads
-from benchgate.measure.mfu import count_flops_or_why, mfu_block
-from benchgate.measure.sysmetrics import sampling
+from benchgate.measure.mfu import count_flops_or_why, launch_count, mfu_block
+from benchgate.measure.steps import (
+    DriftReference,
+    StepTimer,
+    check_finite,
+    cuda_memory_peaks,
+    memory_block,
+    run_steps,
+)
+from benchgate.measure.sysmetrics import device_window, sampling
 from benchgate.measure.turns import SIDES, TurnClient
-from benchgate.workloads.base import check_loss, load_workload
-from benchgate.workloads.flops import PeakFlops, lookup_peak
-from benchgate.workloads.training import Trainer, build_trainer, resolve_device, resolve_precision
+from benchgate.workloads.base import load_workload
+from benchgate.workloads.flops import PeakFlops, resolve_peak
+from benchgate.workloads.training import build_trainer, resolve_device, resolve_precision
 
 SCHEMA_VERSION = 1
-
-
-class StepTimer:
-    """Per-step durations: CUDA events on GPU (read after one final sync), the host clock on CPU."""
-
-    def __init__(self, device: torch.device, steps: int) -> None:
-        self.cuda = device.type == "cuda"
-        if self.cuda:
-            self.starts = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
-            self.ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps)]
-        self.host: list[tuple[int, int]] = []
-
-    def start(self, i: int) -> None:
-        if self.cuda:
-            self.starts[i].record()
-        else:
-            self.host.append((time.perf_counter_ns(), 0))
-
-    def stop(self, i: int) -> None:
-        if self.cuda:
-            self.ends[i].record()
-        else:
-            self.host[i] = (self.host[i][0], time.perf_counter_ns())
-
-    def seconds(self) -> list[float]:
-        if self.cuda:
-            torch.cuda.synchronize()
-            return [s.elapsed_time(e) / 1e3 for s, e in zip(self.starts, self.ends, strict=True)]
-        return [(end - begin) / 1e9 for begin, end in self.host]
-
-
-class DriftReference:
-    """A fixed CPU matmul timed after each step: it slows down when the host does, not when code does.
-
-    On a shared host the speed of the machine drifts by more than the tolerance between runs; dividing
-    step time by this reference cut the spread of p50 across runs from 11.3% to 3.8% (docs/benchmarks.md).
-    It runs outside the timed region, so step times are unaffected; it costs about 5 ms per step.
-    """
-
-    def __init__(self) -> None:
-        generator = torch.Generator().manual_seed(0)
-        self.a = torch.randn(256, 256, generator=generator)
-        self.b = torch.randn(256, 256, generator=generator)
-        self.seconds: list[float] = []
-
-    def measure(self) -> None:
-        start = time.perf_counter()
-        for _ in range(10):
-            torch.mm(self.a, self.b)
-        self.seconds.append(time.perf_counter() - start)
 
 
 def _gather(obj: Any, world_size: int) -> list[Any]:
@@ -105,50 +66,6 @@ def _gather(obj: Any, world_size: int) -> list[Any]:
     out: list[Any] = [None] * world_size
     dist.all_gather_object(out, obj)
     return out
-
-
-def _check_finite(losses: list[list[float]], first_step: int, phase: str) -> None:
-    for rank, values in enumerate(losses):
-        for i, value in enumerate(values):
-            if value != value or value in (float("inf"), float("-inf")):
-                raise RunFailedError(
-                    f"rank {rank}: loss is {value} at {phase} step {first_step + i}; "
-                    "the workload diverged or produced invalid values"
-                )
-
-
-def _run_steps(
-    trainer: Trainer,
-    n: int,
-    timer: StepTimer | None,
-    report: bool,
-    reference: DriftReference | None = None,
-    turns: TurnClient | None = None,
-) -> list[float]:
-    losses = []
-    every = max(1, n // 20)
-    for i in range(n):
-        if turns is not None:
-            turns.wait()
-        if timer:
-            timer.start(i)
-        losses.append(trainer.step())
-        if timer:
-            timer.stop(i)
-        if reference is not None:
-            reference.measure()
-        if turns is not None:
-            if trainer.device.type == "cuda":
-                # The other side's step must not overlap this one on the device (warmup steps too).
-                torch.cuda.synchronize()
-            turns.done()
-        if report and ((i + 1) % every == 0 or i + 1 == n):
-            print(f"{PROGRESS_PREFIX} {i + 1} {n}", flush=True)
-    if losses:
-        # After the timed steps, and reading no value: a loss of shape [1] would stack into [n, 1]
-        # and fail later as a run failure. The env task checked this workload; an A/B base has not.
-        check_loss(losses[0], f"bench.workload: {trainer.workload.name}")
-    return torch.stack(losses).float().cpu().tolist() if losses else []
 
 
 @dataclass(frozen=True)
@@ -173,19 +90,27 @@ def _pin_to_shared_cores(local_rank: int, threads: int) -> None:
 
 
 def run_worker(
-    config: RunConfig, out: Path, turn_taking: TurnTaking | None = None, source_paths: Sequence[str] = ()
+    config: RunConfig,
+    out: Path,
+    turn_taking: TurnTaking | None = None,
+    source_paths: Sequence[str] = (),
+    per_launch: int | None = None,
+    count_flops: bool = True,
 ) -> dict[str, Any] | None:
     """Run this rank's benchmark; rank 0 returns (and writes) the metrics, other ranks return None.
 
     `source_paths` hold the code under test. They go first on the import path only now, after benchgate
     itself is imported, so the harness is the same for both sides of an A/B round and only the
-    workload comes from the checkout.
+    workload comes from the checkout. `per_launch`: the GPUs the run's largest launch uses, which the
+    machine profile names (env.json's, so that every bench task writes the profile the env task did).
     """
     rank = int(os.environ.get("RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     bench = config.bench
+    require_visible_gpu(bench.device)  # a GPU pod whose torch sees none never measures the CPU instead
     device = resolve_device(bench.device, local_rank)
+    cuda = device.type == "cuda"
     precision = resolve_precision(bench.precision, device)
     # The cores are shared by this node's ranks only: across nodes, torchrun's LOCAL_WORLD_SIZE is fewer.
     local_world_size = int(os.environ.get("LOCAL_WORLD_SIZE", str(world_size)))
@@ -194,30 +119,35 @@ def run_worker(
     if device.type == "cuda":
         torch.cuda.set_device(device)
     backend = "nccl" if device.type == "cuda" else "gloo"
-    if world_size > 1:
-        dist.init_process_group(backend, timeout=timedelta(seconds=bench.timeout_s))
+    timeout = timedelta(seconds=bench.timeout_s)
+    if "MASTER_ADDR" in os.environ:  # torchrun's rendezvous
+        dist.init_process_group(backend, timeout=timeout)
+    else:  # called in this process alone (tests, tools): a group of one, nothing outside takes part
+        dist.init_process_group(backend, store=HashStore(), rank=0, world_size=1, timeout=timeout)
 
     sys.path[:0] = list(source_paths)
     workload = load_workload(bench.workload, dict(bench.workload_args))
     counting: dict[str, Any] = {}
-    if turn_taking is not None:
+    if turn_taking is not None or not count_flops:
         # An A/B round's metrics are read for their step times only; counting would lengthen each
         # launch (the first count in a process imports torch._dynamo: seconds on a busy host).
         counting["skipped"] = "an A/B round: only its step times are read"
 
-    def count_flops(model: torch.nn.Module) -> None:
+    def count(model: torch.nn.Module) -> None:
         counting.update(count_flops_or_why(workload, model, device, precision, bench.seed))
 
-    # Rank 0 counts one training step before the DDP wrap and before the warmup: nothing timed waits.
+    # Every rank counts one training step at once, after the parallelism and before the warmup: a
+    # collective in the step has all its ranks, and nothing timed waits.
     trainer = build_trainer(
         workload,
         device,
         precision,
         bench.seed,
+        world_size=world_size,
         rank=rank,
-        ddp=world_size > 1,
-        before_wrap=count_flops if rank == 0 and not counting else None,
+        after_parallelize=None if counting else count,
         compile=bench.compile,
+        where=f"bench.workload: {bench.workload}",
     )
     turns = None
     if turn_taking is not None:
@@ -227,41 +157,49 @@ def run_worker(
     started = time.perf_counter()
     # In an A/B round the warmup takes turns too: two groups warming up at once would compete for the
     # cores and start the measured steps from different cache and frequency states.
-    warm_losses = _run_steps(trainer, bench.warmup, None, report=False, turns=turns)
-    _check_finite(_gather(warm_losses, world_size), 0, "warmup")
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+    warm_losses = run_steps(trainer, bench.warmup, None, False, bench.sync_every, turns=turns)
+    check_finite(_gather(warm_losses, world_size), 0, "warmup")
+    warmup_memory = cuda_memory_peaks(device)
     timer = StepTimer(device, bench.steps)
     reference = DriftReference() if bench.drift_reference and device.type == "cpu" else None
     tracking = config.tracking
     if turns is not None:
         turns.idle_cpu_s = 0.0  # the measured steps' waits only
-    with sampling(rank == 0 and tracking.enabled and tracking.system_metrics) as sampler:
-        losses = _run_steps(trainer, bench.steps, timer, rank == 0, reference, turns)
+    with (
+        sampling(rank == 0 and tracking.enabled and tracking.system_metrics) as sampler,
+        device_window(str(torch.cuda.get_device_properties(device).uuid) if cuda else None) as window,
+    ):
+        losses = run_steps(trainer, bench.steps, timer, rank == 0, bench.sync_every, reference, turns)
     if turns is not None:
         turns.close()
     per_rank_times = timer.seconds()
+    measured_memory = cuda_memory_peaks(device)
     rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
     gathered = _gather(
         {
             "times": per_rank_times,
             "losses": losses,
             "rss": rss_bytes,
+            "cuda_memory": {"warmup": warmup_memory, "measured": measured_memory} if warmup_memory else None,
             "reference": reference.seconds if reference else [],
             "idle_cpu": turns.idle_cpu_s if turns is not None else None,
+            "counting": counting,
+            "device_window": window.result if window is not None else None,
         },
         world_size,
     )
-    _check_finite([g["losses"] for g in gathered], bench.warmup, "measured")
+    check_finite([g["losses"] for g in gathered], bench.warmup, "measured")
     wall_s = time.perf_counter() - started
-    if world_size > 1:
-        dist.barrier()
-        dist.destroy_process_group()
+    dist.barrier()
+    dist.destroy_process_group()
     if rank != 0:
         return None
 
     step_times = [max(g["times"][i] for g in gathered) for i in range(bench.steps)]
-    global_tokens = workload.tokens_per_step * world_size
+    # Tokens a step of the launch trains: one replica's tokens_per_step for each data-parallel replica
+    # (every rank under DDP; tensor-parallel ranks of one replica share its batch).
+    replicas = trainer.parallelism.replicas
+    global_tokens = workload.tokens_per_step * replicas
     tokens_per_s = [global_tokens / t for t in step_times]
     mean_loss = [sum(g["losses"][i] for g in gathered) / world_size for i in range(bench.steps)]
     samples: dict[str, Any] = {
@@ -280,45 +218,46 @@ def run_worker(
         ]
     tokens_summary = stats.summarize(tokens_per_s)
     device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    # A MIG slice's peak is its board's scaled by its SMs (workloads/flops.py): the slice's own count.
+    sm_count = torch.cuda.get_device_properties(device).multi_processor_count if cuda else None
+    resolved = resolve_peak(device_name, precision, sm_count=sm_count)
     peak = (
         PeakFlops(device_name, precision, bench.peak_tflops * 1e12, "bench.peak_tflops (set by the user)")
         if bench.peak_tflops
-        else lookup_peak(device_name, precision)
+        else resolved.peak
     )
-    memory: dict[str, Any] = {"max_rss_bytes_per_rank": [g["rss"] for g in gathered]}
-    if device.type == "cuda":
-        memory["cuda_max_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
-        memory["cuda_max_reserved_bytes"] = torch.cuda.max_memory_reserved(device)
-        memory["peak_bytes"] = memory["cuda_max_allocated_bytes"]
-        memory["peak_kind"] = "cuda_max_allocated (rank 0)"
-    else:
-        memory["peak_bytes"] = max(memory["max_rss_bytes_per_rank"])
-        memory["peak_kind"] = "max_rss (max over ranks)"
-
+    counted = launch_count([g["counting"] for g in gathered], global_tokens)
+    profile_gpus = per_launch or launch_gpus(bench.world_sizes) or world_size
     metrics: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "stage": "bench",
-        "machine_profile": capture_environment()["machine_profile"],
+        "machine_profile": capture_environment(per_launch=profile_gpus)["machine_profile"],
         # The name results are stored and compared under: bench.name where a setup has its own.
         "workload": bench.name or workload.name,
         "world_size": world_size,
         "device": device_name,
         "backend": backend if world_size > 1 else None,
+        "parallelism": trainer.parallelism.describe(),
+        "data_parallel_replicas": replicas,
         "precision": precision,
         "threads_per_rank": threads,
         "steps": bench.steps,
         "warmup": bench.warmup,
+        "sync_every": bench.sync_every,
         "timing": "cuda_events" if device.type == "cuda" else "perf_counter",
         "tokens_per_step_per_rank": workload.tokens_per_step,
         "tokens_per_step_global": global_tokens,
         "step_time_s": stats.summarize(step_times).to_dict(),
         "tokens_per_s": tokens_summary.to_dict(),
-        "mfu": mfu_block(workload, counting, tokens_summary.p50, peak, world_size, device_name, precision),
-        "memory": memory,
+        "mfu": mfu_block(workload, counted, tokens_summary.p50, peak, world_size, resolved.reason),
+        "memory": memory_block(device.type, gathered),
         "loss_slope": stats.linear_slope(mean_loss).to_dict() if bench.steps >= 3 else None,
         "wall_s": wall_s,
         "samples": samples,
     }
+    if cuda:
+        windows = [g["device_window"] for g in gathered]
+        metrics["device_state"] = device_state_block(windows, global_tokens * bench.steps)
     if sampler is not None:
         metrics["system"] = sampler.result()
     write_json(out, metrics)
@@ -349,13 +288,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--side", choices=SIDES, help="this worker group's side of the A/B round")
     parser.add_argument("--no-pin", action="store_true", help="A/B: leave core placement to the scheduler")
     parser.add_argument("--source-path", action="append", default=[], help="code under test (repeatable)")
+    parser.add_argument("--per-launch", type=int, help="GPUs the run's largest launch uses (the profile's)")
+    parser.add_argument("--no-count", action="store_true", help="skip the FLOP count (an A/B round's launch)")
     args = parser.parse_args(argv)
     # A rank outliving torchrun (killed by -9 or the OOM killer) would hold its core and its peers' port.
     lifeline.die_with_parent(signal.SIGKILL)
     try:
         config = RunConfig.model_validate(json.loads(args.config.read_text()))
         turn_taking = TurnTaking(args.turns, args.side, not args.no_pin) if args.turns else None
-        run_worker(config, args.out, turn_taking, args.source_path)
+        run_worker(config, args.out, turn_taking, args.source_path, args.per_launch, not args.no_count)
     except BaseException as exc:  # any failure, KeyboardInterrupt included, is reported for its rank
         _write_rank_error(args.errors_dir, exc)
         print(

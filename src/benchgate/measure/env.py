@@ -7,6 +7,11 @@ Machine profile grammar (tokens joined by '_', characters limited to [A-Za-z0-9.
     cpu host:  cpu-<cpu-model>-x<usable-cores>_torch<version>
                e.g. cpu-AMD-EPYC-7763-x2_torch2.13.0
 
+On a GPU host <count> is the GPUs one launch of the run uses, its largest on one node (`launch_gpus`:
+the largest world size, or a node's GPUs where that one spans nodes), not what this process sees: on a
+cluster the env task's pod holds N GPUs and the ws=1 bench pod one, and both must write the same
+profile. A caller that does not know the run's world sizes gets the count it sees.
+
 Usable cores are the affinity mask capped by the cgroup CPU quota (benchgate.kit.cpus), so a pod limited to
 4 CPUs on a 96-core node says x4; a quota below one CPU is written as itself (x0.5), since such a pod
 is slower than a 1-CPU one.
@@ -23,6 +28,7 @@ import platform
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,18 +69,8 @@ def _cpu_section(cgroup: CgroupPaths) -> dict[str, Any]:
     }
 
 
-def _driver_version() -> str | None:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            version = pynvml.nvmlSystemGetDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-        return version.decode() if isinstance(version, bytes) else str(version)
-    except Exception:  # nvidia-ml-py missing or no driver: fall back to nvidia-smi
-        pass
+def _nvidia_smi_driver() -> str | None:
+    """The driver version from nvidia-smi, where NVML's Python binding is not installed."""
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
@@ -108,13 +104,40 @@ def capture_git(cwd: Path, branch: str | None = None) -> dict[str, Any]:
     }
 
 
+def launch_gpus(world_sizes: Sequence[int] | None, gpus_per_node: int | None = None) -> int | None:
+    """The GPUs the run's largest launch on one node uses: its largest world size, or `gpus_per_node`
+    where that world size spans nodes. None when the world sizes are not known yet."""
+    if not world_sizes:
+        return None
+    largest = max(world_sizes)
+    return min(largest, gpus_per_node) if gpus_per_node else largest
+
+
+def gpu_section(
+    devices: Sequence[dict[str, Any]], driver: str | None, per_launch: int | None
+) -> dict[str, Any]:
+    """env.json's "gpu": the devices this process sees (name, memory, SMs), the driver, and the GPUs one
+    launch of the run uses (None: unknown, the profile then counts the devices seen)."""
+    return {
+        "count": len(devices),
+        "devices": list(devices),
+        "driver": driver if devices else None,
+        "per_launch": per_launch if devices else None,
+    }
+
+
 def capture_environment(
-    cwd: Path | None = None, branch: str | None = None, *, cgroup: CgroupPaths = HOST_CGROUP
+    cwd: Path | None = None,
+    branch: str | None = None,
+    *,
+    cgroup: CgroupPaths = HOST_CGROUP,
+    per_launch: int | None = None,
 ) -> dict[str, Any]:
     """Everything that can change a benchmark's numbers, plus the machine profile derived from it.
 
     `cwd` is the checkout of the code under test; `branch` overrides what git says (CI checks out a
-    detached HEAD); `cgroup` is where the CPU quota is read (tests point it at a tree of their own).
+    detached HEAD); `cgroup` is where the CPU quota is read (tests point it at a tree of their own);
+    `per_launch` the GPUs one launch of the run uses (`launch_gpus`), which the profile names.
     """
     import torch  # here, not at the top: light pipeline tasks import this module without needing torch
 
@@ -123,7 +146,15 @@ def capture_environment(
     if cuda_ok:
         for i in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(i)
-            gpus.append({"name": props.name, "memory_bytes": props.total_memory})
+            gpus.append(
+                {
+                    "name": props.name,
+                    "memory_bytes": props.total_memory,
+                    "sms": props.multi_processor_count,
+                    # NVML's devices are matched by it: CUDA_VISIBLE_DEVICES renumbers CUDA's, never NVML's.
+                    "uuid": str(props.uuid),
+                }
+            )
     nccl = None
     if cuda_ok and torch.distributed.is_nccl_available():
         nccl = ".".join(str(p) for p in torch.cuda.nccl.version())
@@ -142,9 +173,16 @@ def capture_environment(
             "debug": bool(torch.version.debug),
         },
         "cpu": _cpu_section(cgroup),
-        "gpu": {"count": len(gpus), "devices": gpus, "driver": _driver_version() if gpus else None},
+        "gpu": gpu_section(gpus, None, per_launch),
         "git": capture_git(Path(cwd or Path.cwd()), branch),
     }
+    if gpus:
+        from benchgate.measure.device import identity
+
+        # Which physical cards, at what power limit, ECC, MIG and compute mode (NVML; absent: why).
+        nvml = identity()
+        env["gpu"]["nvml"] = nvml
+        env["gpu"]["driver"] = nvml["driver"] or _nvidia_smi_driver()
     env["machine_profile"] = machine_profile(env)
     return env
 
@@ -158,7 +196,9 @@ def machine_profile(env: dict[str, Any]) -> str:
         driver = (gpu["driver"] or "unknown").split(".")[0]
         cuda = env["torch"]["cuda"] or "unknown"
         nccl = ".".join((env["torch"]["nccl"] or "unknown").split(".")[:2])
-        return f"{model}x{gpu['count']}_drv{driver}_cu{cuda}_torch{torch_version}_nccl{nccl}"
+        # The run's launch size where it is known (env.json of older runs lacks it): see the docstring.
+        count = gpu.get("per_launch") or gpu["count"]
+        return f"{model}x{count}_drv{driver}_cu{cuda}_torch{torch_version}_nccl{nccl}"
     cpu = env["cpu"]
     return f"cpu-{_slug(cpu['model'])}-x{_cpu_count_token(cpu)}_torch{torch_version}"
 

@@ -25,6 +25,7 @@ from torch import nn
 from benchgate.config import EvalConfig, RunConfig
 from benchgate.errors import ConfigError, RunFailedError
 from benchgate.kit.files import write_json
+from benchgate.measure.gpu_required import require_visible_gpu
 from benchgate.workloads.base import Workload, load_workload, missing_eval_hook
 from benchgate.workloads.shard import Probe, Shard, decode, encode, load_shard, sample_windows
 from benchgate.workloads.training import resolve_device
@@ -135,6 +136,7 @@ def run_eval(config: RunConfig, out: Path) -> dict[str, Any]:
             f"eval.seq_len: got {settings.seq_len}, but workload {workload.name} accepts at most "
             f"{workload.eval_seq_len} tokens"  # type: ignore[attr-defined]
         )
+    require_visible_gpu(config.bench.device)  # a GPU node whose torch sees no GPU stops here (exit 2)
     device = resolve_device(config.bench.device)
     started = time.perf_counter()
     shard = load_shard()

@@ -9,6 +9,7 @@ hung, which is what a collective timeout on their peers means.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import shutil
@@ -23,7 +24,7 @@ from pathlib import Path
 from benchgate.config import RunConfig
 from benchgate.errors import EXIT_BAD_INPUT, BadInputError, ConfigError, RunFailedError
 from benchgate.kit import lifeline
-from benchgate.kit.cpus import HOST_CGROUP, CgroupPaths
+from benchgate.kit.cpus import HOST_CGROUP, CgroupPaths, cpu_quota
 from benchgate.kit.files import read_json, write_json
 from benchgate.kit.progress import PROGRESS_PREFIX
 from benchgate.measure.env import usable_cpu_cores
@@ -48,14 +49,26 @@ def uses_cuda(device: str, gpus: int) -> bool:
     return device == "cuda" or (device == "auto" and gpus > 0)
 
 
+# Intra-op threads per rank on a GPU host whose pod has no CPU limit. Fixed, not the node's cores // ranks:
+# threads_per_rank is part of what makes two runs comparable, and two nodes of the same GPU type with
+# different CPU counts must not be refused as different setups. A GPU rank's host work (the Python loop,
+# a batch, the launches) uses few threads.
+GPU_THREADS_WITHOUT_QUOTA = 4
+
+
 def resolve_threads(
     requested: int | None, device_type: str, world_size: int, cgroup: CgroupPaths = HOST_CGROUP
 ) -> int:
+    """Intra-op threads per rank: `bench.threads_per_rank` when set; on CPU one per rank; on CUDA the
+    pod's own CPU quota shared by its ranks, else GPU_THREADS_WITHOUT_QUOTA, never the node's CPU count."""
     if requested:
         return requested
     if device_type == "cuda":
-        # usable cores honour the pod's CPU limit: 4 CPUs on a 96-core node give 2 threads at ws=2, not 48
-        return max(1, usable_cpu_cores(cgroup) // world_size)
+        # The quota is the pod's CPU limit: 4 CPUs give 2 threads at ws=2 on a 96- or a 224-core node.
+        quota = cpu_quota(cgroup)
+        if quota is None:
+            return GPU_THREADS_WITHOUT_QUOTA
+        return max(1, math.floor(quota) // world_size)
     # On CPU a rank stands for one device: one thread each, so ws=1 and ws=N give every rank the same
     # resources and tokens/s(N) / (N x tokens/s(1)) means what it means on GPUs.
     return 1
@@ -128,6 +141,8 @@ def run_bench(
     turns: tuple[str, str] | None = None,
     pin_cores: bool = True,
     node: NodeLayout | None = None,
+    per_launch: int | None = None,
+    count_flops: bool = True,
 ) -> Path:
     """Run the benchmark at `world_size` under torchrun; returns the metrics file rank 0 wrote.
 
@@ -138,6 +153,10 @@ def run_bench(
     `node`: this torchrun starts only this node's ranks of a world that spans nodes, and prints what
     they print as it goes (a pod's log is where its output is read). Rank 0 runs on node 0, so the
     metrics file exists only there; on the other nodes the returned path names a file never written.
+    `per_launch`: the GPUs the run's largest launch uses (env.json's `gpu.per_launch`), which the
+    metrics' machine profile names as env.json's does, whatever this pod sees. `count_flops` off skips
+    the FLOP count (an A/B round's launch, whose step times are all that is read); a launch that takes
+    turns never counts.
     """
     gpus = visible_gpus() if gpus is None else gpus
     local_ranks = world_size
@@ -178,6 +197,8 @@ def run_bench(
         *(arg for path in source_paths for arg in ("--source-path", str(path))),
         *(["--turns", turns[0], "--side", turns[1]] if turns else []),
         *(["--no-pin"] if turns and not pin_cores else []),
+        *(["--per-launch", str(per_launch)] if per_launch else []),
+        *([] if count_flops else ["--no-count"]),
     )
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
     with open(log_path, "w", encoding="utf-8") as log:

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from benchgate.workloads.base import declared_flops
-from benchgate.workloads.counted_flops import count_training_step
+from benchgate.workloads.counted_flops import combine_ranks, count_training_step
 from benchgate.workloads.flops import PeakFlops, mfu
 from benchgate.workloads.training import autocast_context
 
@@ -39,17 +39,26 @@ def count_flops_or_why(
     return counted.to_dict()
 
 
+def launch_count(per_rank: list[dict[str, Any]], tokens: int) -> dict[str, Any]:
+    """The launch's counted figures from every rank's `count_flops_or_why` (each rank counts its own
+    work at once: `counted_flops.combine_ranks`), per token of the launch's step (`tokens`); a rank's
+    reason where a rank has none."""
+    for count in per_rank:
+        if "skipped" in count or "error" in count:
+            return count
+    return combine_ranks(per_rank, tokens)
+
+
 def mfu_block(
     workload: Any,
     counting: dict[str, Any],
     tokens_per_s_p50: float,
     peak: PeakFlops | None,
     world_size: int,
-    device_name: str,
-    precision: str,
+    no_peak: str | None,
 ) -> dict[str, Any]:
     """FLOPs per token by each estimator (None where the workload has no `flops_per_token()` or the
-    count failed) and the MFU of each against `peak` (None without a known peak)."""
+    count failed) and the MFU of each against `peak` (None without a known peak: `no_peak` says why)."""
     declared = declared_flops(workload, f"bench.workload: {workload.name}")
     per_token: dict[str, float | None] = {
         "dense_6n": None if declared is None else declared.dense_6n,
@@ -61,5 +70,5 @@ def mfu_block(
         block[estimator] = None if flops is None else mfu(tokens_per_s_p50, flops, peak, world_size)
     # Its cost in seconds, the attention's share and FLOPs by op; or why there is no count.
     block["counting"] = counting
-    block["note"] = None if peak else f"no bf16 dense peak known for {device_name!r} at {precision}"
+    block["note"] = None if peak else no_peak
     return block

@@ -86,7 +86,8 @@ def run_node(
         f"{layout.ranks.stop - 1} of {world_size}, rank 0 at {layout.master_addr}:{layout.master_port}",
         flush=True,
     )
-    out = run_bench(config, world_size, out_dir, node=layout)
+    # The profile names a node's GPUs, as env.json does for a world size across nodes.
+    out = run_bench(config, world_size, out_dir, node=layout, per_launch=layout.procs_per_node)
     if 0 not in layout.ranks:
         return None
     sys.stdout.write(log_payload.encode(out.name, out.read_bytes()))

@@ -13,14 +13,29 @@ from typing import Any
 from benchgate.config import RunConfig
 from benchgate.kit.files import write_json
 from benchgate.measure import fingerprint
-from benchgate.measure.env import capture_environment
+from benchgate.measure.env import capture_environment, launch_gpus
+from benchgate.measure.gpu_required import require_visible_gpu
 
 
 def stage_env(
-    out_dir: Path, cwd: Path | None = None, branch: str | None = None, config: RunConfig | None = None
+    out_dir: Path,
+    cwd: Path | None = None,
+    branch: str | None = None,
+    config: RunConfig | None = None,
+    *,
+    gpus_per_node: int | None = None,
 ) -> dict[str, Any]:
-    """Capture env.json; with the run's `config`, also the fingerprints of what A/B holds fixed."""
-    env = capture_environment(cwd, branch)
+    """Capture env.json; with the run's `config`, also the fingerprints of what A/B holds fixed.
+
+    With `config` the profile names the GPUs of the run's largest launch on one node (`launch_gpus`;
+    `gpus_per_node` where the largest spans nodes), and a GPU that was asked for or given but that torch
+    cannot see stops the run here (`require_visible_gpu`, exit 2), before anything is benchmarked.
+    """
+    per_launch = None
+    if config is not None:
+        require_visible_gpu(config.bench.device)
+        per_launch = launch_gpus(config.bench.world_sizes, gpus_per_node)
+    env = capture_environment(cwd, branch, per_launch=per_launch)
     if config is not None:
         env["fingerprints"] = fingerprint.capture_fingerprints(config)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,9 @@ A slowdown with the GPU at 40% utilisation is a different bug from one at 99%: t
 tell them apart in MLflow next to the step times. Rank 0 samples from a daemon thread every
 `interval_s`; a sample costs tens of microseconds, so it does not show in the step times. Names follow
 MLflow's own system-metric names, so the UI shows them in its "System metrics" section.
+
+`device_window` is the other reading around the measured steps: every rank's own GPU through NVML
+(measure/device.py), whose windows become the metrics' "device_state" (energy, clocks, throttling).
 """
 
 from __future__ import annotations
@@ -11,12 +14,13 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import psutil
 
-Probe = Callable[[], dict[str, float]]
+from benchgate.measure.device import NvmlUnavailable, Probe, WindowRecorder, gpu_probe, nvml_index_for_uuid
 
 
 def _cpu_probe() -> Probe:
@@ -33,41 +37,13 @@ def _cpu_probe() -> Probe:
     return probe
 
 
-def _gpu_probe() -> Probe | None:
-    """NVML readings of every visible GPU; None where there is no driver or no nvidia-ml-py."""
-    try:
-        import pynvml
-    except ImportError:
-        return None
-    try:
-        pynvml.nvmlInit()
-        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
-    except pynvml.NVMLError:
-        return None
-    if not handles:
-        return None
-
-    def probe() -> dict[str, float]:
-        values: dict[str, float] = {}
-        for i, handle in enumerate(handles):
-            values[f"gpu_{i}_utilization_percentage"] = float(
-                pynvml.nvmlDeviceGetUtilizationRates(handle).gpu
-            )
-            values[f"gpu_{i}_memory_usage_megabytes"] = pynvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20
-            with contextlib.suppress(pynvml.NVMLError):  # not every board reports power
-                values[f"gpu_{i}_power_usage_watts"] = pynvml.nvmlDeviceGetPowerUsage(handle) / 1e3
-        return values
-
-    return probe
-
-
 class SystemSampler:
     """Collects probe readings on a background thread until stopped; `result()` gives the series."""
 
     def __init__(self, interval_s: float = 0.5, probes: list[Probe] | None = None) -> None:
         self.interval_s = interval_s
         if probes is None:
-            gpu = _gpu_probe()
+            gpu = gpu_probe()
             probes = [_cpu_probe(), *([gpu] if gpu else [])]
         self.probes = probes
         self.times: list[float] = []
@@ -117,3 +93,35 @@ def sampling(enabled: bool, interval_s: float = 0.5) -> Iterator[SystemSampler |
         yield sampler
     finally:
         sampler.stop()
+
+
+@dataclass
+class DeviceWindow:
+    """This rank's GPU over the measured steps (measure/device.py): the window, or None without NVML."""
+
+    result: dict[str, Any] | None = None
+
+
+@contextlib.contextmanager
+def device_window(uuid: str | None) -> Iterator[DeviceWindow | None]:
+    """NVML's window around the block of the GPU whose UUID torch reports for this rank's device
+    (`torch.cuda.get_device_properties(device).uuid`): clocks, power, temperature, throttling, energy.
+    None on CPU (no UUID). Where NVML cannot read that GPU (no nvidia-ml-py, no driver, a MIG instance,
+    which NVML's device UUIDs do not name) the window's result stays None and the metrics say so."""
+    if uuid is None:
+        yield None
+        return
+    recorder: WindowRecorder | None = None
+    window = DeviceWindow()
+    index = nvml_index_for_uuid(uuid)
+    if index is not None:
+        recorder = WindowRecorder(index)
+        try:
+            recorder.start()
+        except NvmlUnavailable:
+            recorder = None
+    try:
+        yield window
+    finally:
+        if recorder is not None:
+            window.result = recorder.stop()

@@ -15,22 +15,33 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch.profiler import ProfilerActivity, profile, schedule, tensorboard_trace_handler
 
 from benchgate.config import RunConfig
 from benchgate.kit.files import write_json
+from benchgate.measure.gpu_required import require_visible_gpu
 from benchgate.workloads.base import load_workload
-from benchgate.workloads.training import RANGES, build_trainer, resolve_device, resolve_precision
+from benchgate.workloads.parallel import process_group
+from benchgate.workloads.training import RANGES, Trainer, build_trainer, resolve_device, resolve_precision
 
 
 def run_trace(config: RunConfig, trace_dir: Path) -> dict[str, Any]:
     """Profile `wait + warmup + active` steps at world size 1; writes *.pt.trace.json.gz under `trace_dir`."""
-    settings = config.trace
     workload = load_workload(config.bench.workload, dict(config.bench.workload_args))
+    require_visible_gpu(config.bench.device)  # a GPU node whose torch sees no GPU stops here (exit 2)
     device = resolve_device(config.bench.device)
     precision = resolve_precision(config.bench.precision, device)
-    # Compiled as the bench's steps are (bench.compile): the trace shows what was timed.
-    trainer = build_trainer(workload, device, precision, config.bench.seed, compile=config.bench.compile)
+    # In a process group of one and compiled as the bench's ws=1 steps are: the trace shows what was timed.
+    with process_group(device):
+        trainer = build_trainer(workload, device, precision, config.bench.seed, compile=config.bench.compile)
+        return _profile(config, workload, trainer, device, trace_dir)
+
+
+def _profile(
+    config: RunConfig, workload: Any, trainer: Trainer, device: torch.device, trace_dir: Path
+) -> dict[str, Any]:
+    settings = config.trace
     trace_dir.mkdir(parents=True, exist_ok=True)
     for old in trace_dir.glob("*.pt.trace.json*"):
         old.unlink()

@@ -28,6 +28,18 @@ from benchgate.errors import RunFailedError
 SIDES = ("A", "B")
 
 
+def steps_per_turn(sync_every: int) -> int:
+    """Steps a side runs per turn: one window of bench.sync_every steps, which ends with a device
+    synchronise on CUDA (measure/steps.py), so the A/B times steps exactly as the bench does. The
+    default window is one step, which on CPU also cancels the host's drift best (docs/benchmarks.md)."""
+    return sync_every
+
+
+def turn_count(steps: int, per_turn: int) -> int:
+    """Turns needed for `steps` steps, the last one possibly shorter."""
+    return -(-steps // per_turn)
+
+
 class TurnClient:
     """A worker rank's end: wait for GO before each measured step, report DONE after it."""
 
@@ -107,13 +119,13 @@ class TurnCoordinator:
             if reply != b"DONE\n":
                 raise RunFailedError(f"side {side} stopped during its turn (got {reply!r})")
 
-    def run(self, steps: int, alive: Callable[[], bool], warmup: int = 0) -> list[str]:
-        """Coordinate `warmup` then `steps` pairs of turns; returns the order of each measured pair
-        ("AB" or "BA")."""
+    def run(self, turns: int, alive: Callable[[], bool], warmup: int = 0) -> list[str]:
+        """Coordinate `warmup` then `turns` pairs of turns (see `turn_count`); returns the order of each
+        measured pair ("AB" or "BA")."""
         rng = random.Random(self.seed)
         try:
             self._accept_all(alive)
-            for _ in range(warmup + steps):
+            for _ in range(warmup + turns):
                 order = "AB" if rng.random() < 0.5 else "BA"
                 for side in order:
                     self._turn(side)

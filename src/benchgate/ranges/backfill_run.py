@@ -66,10 +66,12 @@ def setup_of(task_config: RunConfig, profile: str) -> Setup:
 def local_setup(config: RunConfig) -> Setup:
     """The setup a local backfill measures: this machine's profile, and the bench configuration the
     pipeline's tasks will see (after the trip through the pipeline's parameters, as `run` makes it)."""
-    from benchgate.measure.env import capture_environment  # imports torch: only for a local backfill
+    from benchgate.measure.env import capture_environment, launch_gpus  # torch: only a local backfill
 
     task_config = config_from_parameters(**pipeline_arguments(config))
-    return setup_of(task_config, str(capture_environment()["machine_profile"]))
+    # The profile a gate run with these world sizes writes (its GPUs per launch, not all that are seen).
+    profile = capture_environment(per_launch=launch_gpus(task_config.bench.world_sizes))["machine_profile"]
+    return setup_of(task_config, str(profile))
 
 
 def cluster_arguments(config: RunConfig, commit: str, repository: str, branch: str) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """`benchgate bisect`, run: the range checked, the commits checked out as worktrees, each step of the
-search (ranges/bisect.py) an interleaved A/B between two checkouts (ab/runner.run_ab), and the
-results on disk after every step; then one MLflow run for the whole bisection.
+search (ranges/bisect.py) an A/B between two checkouts (ab/runner.run_ab; every step in the one layout
+bisect_layout chose, in bisect.json), and the results on disk after every step; then one MLflow run
+for the whole bisection.
 
     <out>/bisect.json                   the range, every step (its decision, its ab.json), the outcome
     <out>/step<k>/ab/ws<N>/ab.json      step k's A/B: its rounds and decision (ab/runner.py)
@@ -8,8 +9,9 @@ results on disk after every step; then one MLflow run for the whole bisection.
     <out>/worktrees/<sha12>/            the checkouts, only while the bisect runs (ranges/worktrees.py)
 
 Only A/B between the commits decides, never a stored baseline: both sides run on this machine at the
-same time, taking turns step by step, so a step's decision is about the two commits' code whatever
-the machine, its load and the day. bisect.json is rewritten after each step (status RUNNING), so an
+same time, taking turns step by step (or, where a GPU cannot hold both, one launch after the other in
+A B | B A order), so a step's decision is about the two commits' code whatever the machine, its load
+and the day. bisect.json is rewritten after each step (status RUNNING), so an
 interrupted bisect leaves what it decided and why it ended (FAILED, INTERRUPTED); MLflow comes after
 the result is on disk, and a failure there is a warning that changes no exit code.
 """
@@ -23,13 +25,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from benchgate.ab.decision import ABDecision
-from benchgate.ab.runner import AB_FILE, Side, round_config, round_steps, run_ab
+from benchgate.ab.layout import Layout
+from benchgate.ab.runner import AB_FILE, Side, ab_layout, round_config, round_steps, run_ab
 from benchgate.config import RunConfig
 from benchgate.errors import EXIT_RUN_FAILED, BenchgateError, ConfigError
 from benchgate.kit.diskfaults import writing
 from benchgate.kit.files import read_json, write_json
 from benchgate.measure.env import capture_environment
-from benchgate.measure.launch import check_world_size, run_bench, visible_gpus
+from benchgate.measure.launch import check_world_size, run_bench, uses_cuda, visible_gpus
 from benchgate.measure.source import resolve_local_ref
 from benchgate.ranges.bisect import Bisection, Step, bisect, max_decisions
 from benchgate.ranges.commits import RangeCommit, first_parent_commits, is_ancestor
@@ -132,7 +135,17 @@ def typical_step_s(
     metrics = run_bench(
         probe, world_size, out.path / PROBE_DIR, None, gpus, source_paths=trees.import_paths(good)
     )
+    if uses_cuda(config.bench.device, gpus):
+        # With the probe's peak memory, what the GPUs hold decides the A/B layout (bisect_layout).
+        write_json(out.path / PROBE_DIR / "env.json", capture_environment(trees.checkout(good)))
     return mean_step_time(read_json(metrics)["samples"]["step_time_s"])
+
+
+def bisect_layout(config: RunConfig, world_size: int, out: outdir.ResultsDir, gpus: int) -> Layout:
+    """One layout for every step (their decisions are compared with one another): gate.ab.layout, or
+    what `auto` makes of the probe's peak memory and the GPUs' free memory (ab/layout.py). Without a
+    probe (gate.ab.min_measured_s = 0) the peak is unknown, and auto on CUDA is sequential."""
+    return ab_layout(config, world_size, out.path / PROBE_DIR, gpus)
 
 
 class _ABSteps:
@@ -147,9 +160,10 @@ class _ABSteps:
         trees: Worktrees,
         step_s: float | None,
         listener: BisectListener | None,
+        layout: Layout | None = None,
     ) -> None:
         self.config, self.world_size, self.gpus, self.step_s = config, world_size, gpus, step_s
-        self.out, self.trees, self.listener = out, trees, listener
+        self.out, self.trees, self.listener, self.layout = out, trees, listener, layout
         self.dirs: dict[tuple[str, str], str] = {}
         self.seconds: dict[tuple[str, str], float] = {}
 
@@ -171,6 +185,7 @@ class _ABSteps:
             self.gpus,
             step_s=self.step_s,
             resume=more_rounds,
+            layout=self.layout,
         )
         self.seconds[pair] = self.seconds.get(pair, 0.0) + time.monotonic() - started
         return outcome.decision
@@ -291,7 +306,9 @@ def _search(
                 listener.note(record["notes"][-1])
         step_s = typical_step_s(config, world_size, out, trees, span.good.sha, gpus)
         record["round_steps"] = round_steps(config, step_s)
-        steps = _ABSteps(config, world_size, gpus, out, trees, step_s, listener)
+        layout = bisect_layout(config, world_size, out, gpus)
+        record["ab_layout"] = layout.to_dict()
+        steps = _ABSteps(config, world_size, gpus, out, trees, step_s, listener, layout)
 
         def decided(step: Step) -> None:
             record["steps"].append(_step_entry(step, steps, span))

@@ -6,6 +6,7 @@ One naming for every consumer, so a figure logged today is found by `benchgate h
     ws<N>/peak_memory_mib    ws<N>/mfu_6nd_pct        ws<N>/mfu_attention_pct  ws<N>/mfu_counted_pct
     ws<N>/counted_flops_per_token                     ws<N>/loss_slope
     ws<N>/step_time_per_reference_p50  ws<N>/step_time_ms_mean  ws<N>/step_time_per_reference_mean
+    ws<N>/energy_j_per_token  ws<N>/throttled_windows
     scaling_efficiency_pct   eval/perplexity          eval/probe_<name>_accuracy_pct
     gate/exit_code           gate/checks_<pass|warn|unknown|fail|new>
 
@@ -15,10 +16,13 @@ converted to percent here and nowhere else. `step_time_per_reference_p50` is dim
 over steps of step time / drift-reference time (bench.py's fixed CPU kernel), a run-level figure with
 the host's speed divided out. `step_time_ms_mean` is the mean step time (each step capped at 10x the
 median, STALL_CAP): tokens/s as the gate judges it; `step_time_per_reference_mean` is it
-divided by the mean drift-reference time.
+divided by the mean drift-reference time. `energy_j_per_token` is the GPUs' energy (NVML's counters) over
+the measured steps per trained token, in joules; `throttled_windows` how many ranks' GPUs were throttled
+while they measured (the metrics' `device_state`, measure/device.py).
 
 The prefix before "/" is the section the MLflow UI groups charts under. Figures that do not exist for a
-run (MFU on CPU, the drift reference on GPU, eval when disabled) are left out rather than logged as zero.
+run (MFU on CPU, the drift reference on GPU, energy without NVML, eval when disabled) are left out rather
+than logged as zero.
 """
 
 from __future__ import annotations
@@ -79,8 +83,19 @@ def bench_figures(metrics: dict[str, Any]) -> dict[str, float]:
         "step_time_per_reference_p50": _per_reference_p50(samples),
         "step_time_ms_mean": mean_step_time(samples["step_time_s"]) * 1e3,
         "step_time_per_reference_mean": corrected_mean(samples),
+        **_device_figures(metrics.get("device_state")),
     }
     return {name: float(v) for name, v in values.items() if v is not None}
+
+
+def _device_figures(state: dict[str, Any] | None) -> dict[str, float | None]:
+    """Energy per token and throttled windows, where the bench read NVML (none on CPU)."""
+    if not state or not state.get("available"):
+        return {}
+    return {
+        "energy_j_per_token": state.get("energy_j_per_token"),
+        "throttled_windows": state["throttled_windows"] if state.get("windows_measured") else None,
+    }
 
 
 def eval_figures(evaluation: dict[str, Any] | None) -> dict[str, float]:

@@ -9,7 +9,8 @@ Required
                                the work per step changes, so old baselines are not compared against.
                                Letters, digits, '.', '_' and '-', starting with a letter or digit, at
                                most 100 characters: it names a directory and goes into MLflow filters
-    tokens_per_step      int   tokens one rank consumes per optimizer step (> 0)
+    tokens_per_step      int   tokens one rank (one data-parallel replica, see mesh_dims) consumes
+                               per optimizer step (> 0)
     build_model(device)        -> nn.Module on `device`; benchgate seeds torch before calling it
     make_optimizer(model)      -> torch.optim.Optimizer
     make_batch(generator, device)  -> any batch; draw randomness only from `generator` (seeded per rank)
@@ -21,6 +22,16 @@ Optional FLOPs by hand
                                (> 0). Without it the metrics have no 6N or attention-aware figures;
                                the counted FLOPs (one training step under torch's FlopCounterMode,
                                benchgate.workloads.counted_flops) are there for every workload.
+
+Optional parallelism (workloads/parallel.py; without it: DDP at world sizes above 1)
+    parallelize(model, mesh)   -> nn.Module to train: the workload's own parallelism (FSDP2's
+                               fully_shard, tensor parallel, activation checkpointing, float8, a
+                               compiled block) applied to build_model's model, given a DeviceMesh of
+                               the launch's ranks; called at every world size, ws=1 included
+    mesh_dims            dict  the mesh's dimensions, outermost first, one size may be -1 (the rest):
+                               {"dp": -1} by default, {"dp": -1, "tp": 2} for 2-way tensor parallel.
+                               Dimensions named "dp..." are data parallel: their ranks read different
+                               batches, and `tokens_per_step` counts one such replica's tokens
 
 Optional eval hook (the eval stage is skipped without it)
     logits(model, tokens)      -> [batch, time, 256] next-byte logits for int64 byte tokens [batch, time]
@@ -46,6 +57,7 @@ from torch import nn
 from benchgate.config import shown
 from benchgate.errors import WorkloadError
 from benchgate.workloads.flops import ModelShape, flops_per_token_6nd, flops_per_token_attention
+from benchgate.workloads.parallel import check_mesh_dims
 
 # `name` becomes a directory of the baseline store and a value in MLflow filter strings: nothing that
 # could climb out of a directory or close a quoted string.
@@ -145,6 +157,10 @@ def check_members(workload: Any, where: str) -> None:
                 where, method, f"is {_described(getattr(workload, method))}; expected a method"
             )
     declared_flops(workload, where)
+    parallelize = getattr(workload, "parallelize", None)
+    if parallelize is not None and not callable(parallelize):
+        raise member_error(where, "parallelize", f"is {_described(parallelize)}; expected a method")
+    check_mesh_dims(workload, where)
     eval_seq_len = getattr(workload, "eval_seq_len", None)
     if eval_seq_len is not None and not is_count(eval_seq_len):
         raise member_error(where, "eval_seq_len", f"is {_described(eval_seq_len)}; expected an int > 0")

@@ -2,9 +2,12 @@
 
 The third estimator beside 6N and attention-aware (`flops.py`), and the only one a workload gets
 without writing `flops_per_token()` by hand. One step is counted: forward, loss and backward of the
-model before any DDP wrap or compilation, not the optimizer step (element-wise work that neither
-6N nor PaLM counts). The batch comes from a generator of its own, so the measured sequence of batches
-is unchanged, and the gradients are cleared afterwards.
+model as it trains (DDP-wrapped, or as the workload's parallelize() made it) but not compiled, on every
+rank at once, not the optimizer step (element-wise work that neither 6N nor PaLM counts). Each rank
+counts its own work, and its share of an op on DTensors (tensor parallel), which every rank of the
+DTensor's mesh sees at its global shape; the launch's count is their sum (`combine_ranks`). The batch
+comes from a generator of its own, so the measured sequence of batches is unchanged, and the
+gradients are cleared afterwards.
 
 Attention is counted as the kernels execute it. torch's own formulas (torch/utils/flop_counter.py,
 torch 2.13) have two gaps that this module fills through FlopCounterMode's `custom_mapping`, never by
@@ -32,6 +35,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils import _pytree as pytree
 from torch.utils import flop_counter
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
@@ -232,36 +236,99 @@ def attention_formulas() -> dict[Any, Callable[..., int]]:
 ATTENTION_OPS = frozenset(str(op) for op in attention_formulas())
 
 
+def _dtensor_type() -> type[Any] | None:
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # a torch built without distributed has no DTensor, so nothing to share
+        return None
+    return DTensor
+
+
+def ranks_counting_alike(args: Any, kwargs: Any) -> int:
+    """How many ranks count this op alike. FlopCounterMode dispatches above tensor subclasses, so an op
+    on DTensors (tensor parallel) is counted at its global shape, on every rank of the DTensor's mesh;
+    an op on plain tensors (DDP, FSDP2's unsharded parameters, hand-sharded layers) only on its own."""
+    dtensor = _dtensor_type()
+    if dtensor is None:
+        return 1
+    for leaf in pytree.tree_leaves((args, kwargs)):
+        if isinstance(leaf, dtensor):
+            return int(leaf.device_mesh.size())
+    return 1
+
+
+def _this_ranks_share(formula: Callable[..., Any]) -> Callable[..., float]:
+    def share(*args: Any, **kwargs: Any) -> float:
+        return float(formula(*args, **kwargs)) / ranks_counting_alike(args, kwargs)
+
+    share._get_raw = True  # type: ignore[attr-defined]  # it needs the tensors, to see DTensors
+    return share
+
+
+def counting_formulas() -> dict[Any, Callable[..., float]]:
+    """Every formula this count uses (torch's, with the attention ones above in place of torch's), each
+    counting this rank's share: summed over the ranks of a launch, an op on DTensors counts once."""
+    formulas: dict[Any, Callable[..., Any]] = dict(flop_counter.flop_registry)  # they take raw arguments
+    for op, formula in attention_formulas().items():
+        formulas[op] = formula if getattr(formula, "_get_raw", False) else flop_counter.shape_wrapper(formula)
+    return {op: _this_ranks_share(formula) for op, formula in formulas.items()}
+
+
 @dataclass(frozen=True)
 class CountedFlops:
-    """One training step counted: FLOPs per trained token, the attention's share, and what it cost."""
+    """One training step counted on one rank: its FLOPs (its share of ops on DTensors), per token of its
+    replica's batch, the attention's part, and what counting cost."""
 
-    per_token: float
-    attention_per_token: float
+    flops: float
+    attention_flops: float
     tokens: int
     seconds: float
-    by_op: dict[str, float] = field(default_factory=dict)  # FLOPs per token of each op counted
+    by_op: dict[str, float] = field(default_factory=dict)  # FLOPs of each op counted
+
+    @property
+    def per_token(self) -> float:
+        """FLOPs per token where this rank is the whole launch (ws=1); else see `combine_ranks`."""
+        return self.flops / self.tokens
+
+    @property
+    def attention_per_token(self) -> float:
+        return self.attention_flops / self.tokens
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "per_token": self.per_token,
-            "attention_per_token": self.attention_per_token,
+            "flops": self.flops,
+            "attention_flops": self.attention_flops,
             "tokens": self.tokens,
             "seconds": self.seconds,
             "by_op": dict(self.by_op),
         }
 
 
+def combine_ranks(counts: list[dict[str, Any]], tokens: int) -> dict[str, Any]:
+    """A launch's count from every rank's `CountedFlops.to_dict()`: the FLOPs of one step of the whole
+    launch (summed: each rank counted its own work, and its share of ops on DTensors) per token the
+    launch trains in a step (`tokens`: replicas x tokens_per_step)."""
+    total = sum(float(c["flops"]) for c in counts)
+    by_op: dict[str, float] = {}
+    for count in counts:
+        for op, flops in count["by_op"].items():
+            by_op[op] = by_op.get(op, 0.0) + float(flops) / tokens
+    return {
+        "per_token": total / tokens,
+        "attention_per_token": sum(float(c["attention_flops"]) for c in counts) / tokens,
+        "tokens": tokens,
+        "ranks": len(counts),
+        "seconds": max(float(c["seconds"]) for c in counts),
+        "by_op": by_op,
+    }
+
+
 def unwrapped(model: nn.Module) -> nn.Module:
-    """The user's module inside a DDP wrapper or a torch.compile'd module: counting through DDP would
-    start an all-reduce that the other ranks never join, and a compiled graph hides its ops."""
-    while True:
-        if isinstance(model, nn.parallel.DistributedDataParallel):
-            model = model.module
-        elif hasattr(model, "_orig_mod") and isinstance(model._orig_mod, nn.Module):
-            model = model._orig_mod
-        else:
-            return model
+    """The module inside a torch.compile'd one: a compiled graph hides its ops from the counter. A DDP or
+    FSDP wrapper stays: every rank counts at once, so its collectives have all their ranks."""
+    while hasattr(model, "_orig_mod") and isinstance(model._orig_mod, nn.Module):
+        model = model._orig_mod
+    return model
 
 
 @contextmanager
@@ -279,15 +346,17 @@ def count_training_step(
     seed: int,
     autocast: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> CountedFlops:
-    """Count one forward + loss + backward of `workload` on `model` (unwrapped first), per token.
+    """Count one forward + loss + backward of `workload` on `model` (uncompiled first) on this rank.
 
-    `autocast` is the bench's precision context (bf16 autocast or none): a kernel choice may depend on
-    the dtype, so the step is counted as it will run. Gradients are set to None afterwards.
+    Every rank of a launch counts at once (a collective in the step, a DDP or FSDP wrapper, has all its
+    ranks); `combine_ranks` sums them. `autocast` is the bench's precision context (bf16 autocast or
+    none): a kernel choice may depend on the dtype, so the step is counted as it will run. Gradients are
+    set to None afterwards.
     """
     model = unwrapped(model)
     started = time.perf_counter()
     generator = torch.Generator(device="cpu").manual_seed(seed + COUNTING_SEED_OFFSET)
-    counter = FlopCounterMode(display=False, custom_mapping=attention_formulas())
+    counter = FlopCounterMode(display=False, custom_mapping=counting_formulas())
     try:
         with _rng_kept(device):
             batch = workload.make_batch(generator, device)
@@ -301,13 +370,12 @@ def count_training_step(
         model.zero_grad(set_to_none=True)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    tokens = int(workload.tokens_per_step)
     counts = counter.get_flop_counts().get("Global", {})
-    by_op = {str(op): flops / tokens for op, flops in counts.items()}
+    by_op = {str(op): float(flops) for op, flops in counts.items()}
     return CountedFlops(
-        per_token=counter.get_total_flops() / tokens,
-        attention_per_token=sum(v for op, v in by_op.items() if op in ATTENTION_OPS),
-        tokens=tokens,
+        flops=float(counter.get_total_flops()),
+        attention_flops=sum(v for op, v in by_op.items() if op in ATTENTION_OPS),
+        tokens=int(workload.tokens_per_step),
         seconds=time.perf_counter() - started,
         by_op=by_op,
     )

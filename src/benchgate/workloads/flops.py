@@ -88,12 +88,71 @@ A10 = _bf16(
 )
 # A10G (AWS G5) is deliberately absent: NVIDIA publishes no datasheet for it and its clocks differ from the
 # A10, so reusing the A10 figure would be a guess. It looks up as None (no MFU) rather than a wrong MFU.
+#
+# H20 ("NVIDIA H20", also "NVIDIA H20-3e" and "NVIDIA H20 NVL16") is deliberately absent too: NVIDIA publishes
+# no H20 datasheet; the figure in circulation (FP16/BF16 148 TFLOPS, 296 with sparsity) comes from partner
+# spec sheets quoted in the press. It cannot be derived either: the H20's tensor rate is capped well below
+# what its 78 SMs (torch's multi_processor_count) would give at Hopper clocks. Set bench.peak_tflops for it.
 
-PEAK_FLOPS: tuple[PeakFlops, ...] = (H100_SXM, H100_PCIE, H100_NVL, H200_SXM, H200_NVL, A100, L4, L40S, A10)
+B200 = _bf16(
+    "B200",
+    2250.0,
+    "NVIDIA HGX B200 specifications (nvidia.com/en-us/data-center/hgx), per-GPU FP16/BF16 Tensor Core"
+    " 4.5 PFLOPS, footnoted 'all petaFLOPS ... with sparsity except FP64' -> 2,250 dense (HGX B200, up to"
+    " 1,000 W per GPU)",
+)
+GB200 = _bf16(
+    "GB200",
+    2500.0,
+    "NVIDIA GB200 NVL72 specifications (nvidia.com/en-us/data-center/gb200-nvl72), GB200 Grace Blackwell"
+    " Superchip FP16/BF16 Tensor Core 10 PFLOPS with sparsity for its 2 Blackwell GPUs: NVIDIA gives no"
+    " per-GPU figure, so 10 / 2 GPUs = 5 PFLOPS per GPU with sparsity -> 2,500 dense (GPU configurable up"
+    " to 1,200 W)",
+)
+GH200 = _bf16(
+    "GH200",
+    989.4,
+    "Derived, secondhand: NVIDIA's GH200 Grace Hopper Superchip datasheet was not retrievable here. Its GPU"
+    " is a Hopper GPU with H100 SXM's 132 SMs (public logs of 'NVIDIA GH200 480GB') and 1,980 MHz boost"
+    " (Wikipedia, Hopper), so it takes the NVIDIA H100 datasheet's H100 SXM BF16 Tensor Core 1,979 TFLOPS"
+    " with sparsity -> 989.4 dense; the module draws up to 1,000 W and a lower power cap lowers the peak",
+)
+H800_SXM = _bf16(
+    "H800 SXM",
+    989.4,
+    "Secondhand: NVIDIA's H800 datasheet was not retrievable here; OEM and third-party spec tables give the"
+    " H800 SXM5 (132 SMs) the H100 SXM's BF16 Tensor Core 1,979 TFLOPS with sparsity (NVLink cut to"
+    " 400 GB/s) -> 989.4 dense",
+)
+H800_PCIE = _bf16(
+    "H800 PCIe",
+    756.0,
+    "Lenovo Press LP1814 'ThinkSystem NVIDIA H800 PCIe Gen5 GPU' spec table, BF16 Tensor Core"
+    " 1,513 TFLOPS with sparsity -> 756 dense (as quoted; NVIDIA's own H800 datasheet not retrievable here)",
+)
+
+PEAK_FLOPS: tuple[PeakFlops, ...] = (
+    H100_SXM,
+    H100_PCIE,
+    H100_NVL,
+    H200_SXM,
+    H200_NVL,
+    A100,
+    L4,
+    L40S,
+    A10,
+    B200,
+    GB200,
+    GH200,
+    H800_SXM,
+    H800_PCIE,
+)
 
 # First match wins, so each variant (NVL, PCIe) precedes its family's broader rule: "NVIDIA H200 NVL" would
 # otherwise be caught by the plain-H200 rule and get the SXM peak. Names are anchored so that "L40" does not
-# match "L40S", nor "A10G"/"A100" the A10 rule.
+# match "L40S", nor "A10G"/"A100" the A10 rule, nor "NVIDIA H20" the H200 rule, nor "NVIDIA GB200" the B200
+# rule. The names are what torch.cuda.get_device_name() returns (NVIDIA's driver product names): matched
+# against the board's name with any " MIG <profile>" suffix removed (see lookup_peak).
 _RULES: tuple[tuple[re.Pattern[str], PeakFlops], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), entry)
     for pattern, entry in (
@@ -104,6 +163,14 @@ _RULES: tuple[tuple[re.Pattern[str], PeakFlops], ...] = tuple(
         (r"^NVIDIA H100\b.*\b(HBM3|SXM)", H100_SXM),
         (r"^NVIDIA H200 NVL$", H200_NVL),
         (r"^NVIDIA H200\b", H200_SXM),
+        # "NVIDIA H800 PCIe" before the SXM5 board's bare "NVIDIA H800"; "NVIDIA H800 NVL" matches neither.
+        (r"^NVIDIA H800 PCIe$", H800_PCIE),
+        (r"^NVIDIA H800$", H800_SXM),
+        # The three GH200 names in NVIDIA's driver list (open-gpu-kernel-modules README, "Compatible GPUs");
+        # another would be an unfamiliar variant (None).
+        (r"^NVIDIA GH200 (120GB|480GB|144G HBM3e)$", GH200),
+        (r"^NVIDIA GB200$", GB200),
+        (r"^NVIDIA B200$", B200),
         # "A100-SXM4-80GB", "A100-SXM4-40GB", "A100 80GB PCIe", "A100-PCIE-40GB": one bf16 peak for all.
         (r"^NVIDIA A100[- ]", A100),
         (r"^NVIDIA L4$", L4),
@@ -113,19 +180,125 @@ _RULES: tuple[tuple[re.Pattern[str], PeakFlops], ...] = tuple(
 )
 
 
-def lookup_peak(device_name: str, dtype: str) -> PeakFlops | None:
+@dataclass(frozen=True)
+class BoardSMs:
+    """The streaming multiprocessors of a whole board: the denominator when a MIG slice's peak is scaled."""
+
+    sms: int
+    source: str
+
+
+# SMs of each whole board, as torch's get_device_properties().multi_processor_count reports them when MIG is
+# off: a MIG slice's multi_processor_count is divided by this. A board missing here (H100 NVL, H200 NVL, ...)
+# gives a MIG slice no peak rather than a guessed one. Only boards that support MIG are needed.
+# JAX_GPU_SPEC is JAX's GPU hardware table (the "Exposes GPU hardware information" module, fallback for jaxlib
+# < 0.12, copyright 2026): per CUDA device name, its core_count is the SM count (XLA's device descriptions).
+_JAX_GPU_SPEC = "JAX GPU spec table (core_count by CUDA device name)"
+_BOARD_SMS: dict[str, BoardSMs] = {
+    H100_SXM.device: BoardSMs(
+        132, f"NVIDIA H100 Tensor Core GPU Architecture whitepaper: H100 SXM5 132 SMs; {_JAX_GPU_SPEC}"
+    ),
+    H100_PCIE.device: BoardSMs(
+        114, f"NVIDIA H100 Tensor Core GPU Architecture whitepaper: H100 PCIe 114 SMs; {_JAX_GPU_SPEC}"
+    ),
+    H200_SXM.device: BoardSMs(132, f"{_JAX_GPU_SPEC}: 'NVIDIA H200 141GB HBM3e' 132"),
+    A100.device: BoardSMs(
+        108,
+        f"NVIDIA A100 Tensor Core GPU Architecture whitepaper: 108 SMs; {_JAX_GPU_SPEC}: 108, three A100s",
+    ),
+    B200.device: BoardSMs(148, f"{_JAX_GPU_SPEC}: 'NVIDIA B200' 148 (torch logs: multi_processor_count=148)"),
+    GB200.device: BoardSMs(152, f"{_JAX_GPU_SPEC}: 'NVIDIA GB200' 152"),
+    GH200.device: BoardSMs(132, "public benchmark log of 'NVIDIA GH200 480GB': sm_90, 132 SMs"),
+    H800_SXM.device: BoardSMs(132, "public H800 SXM5 GEMM notes: 132 SMs (no NVIDIA source read here)"),
+    H800_PCIE.device: BoardSMs(
+        114, "public logs of 'NVIDIA H800 PCIe': SM90, 114 SMs (no NVIDIA source here)"
+    ),
+}
+
+# "NVIDIA H100 80GB HBM3 MIG 1g.10gb", "NVIDIA A100-SXM4-40GB MIG 3g.20gb": board name, " MIG ", profile.
+_MIG = re.compile(r"^(?P<board>.+?)\s+MIG(?:\s+(?P<profile>\S.*))?$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class PeakResolution:
+    """The dense peak for a device, or None and why: what a run records next to an absent MFU."""
+
+    peak: PeakFlops | None
+    reason: str
+
+
+def _check_sm_count(sm_count: int | None) -> None:
+    if sm_count is None:
+        return
+    if isinstance(sm_count, bool) or not isinstance(sm_count, int) or sm_count < 1:
+        raise ValueError(f"sm_count: got {sm_count!r} (must be an integer >= 1 or None)")
+
+
+def _match(board_name: str) -> PeakFlops | None:
+    for pattern, entry in _RULES:
+        if pattern.search(board_name):
+            return entry
+    return None
+
+
+def resolve_peak(device_name: str, dtype: str, sm_count: int | None = None) -> PeakResolution:
+    """The dense peak of ``device_name`` as lookup_peak gives it, with the reason when there is none.
+
+    ``sm_count`` is the device's ``torch.cuda.get_device_properties(device).multi_processor_count``. It is
+    used only for a MIG slice (a name with " MIG "), whose peak is the whole board's scaled by the slice's SMs
+    over the board's SMs; for a whole board the datasheet figure stands and ``sm_count`` is not consulted.
+    """
+    _check_sm_count(sm_count)
+    if dtype != _BF16:
+        return PeakResolution(None, f"no peak for dtype {dtype!r}: the table holds dense bf16 peaks only")
+    name = device_name.strip()
+    mig = _MIG.match(name)
+    board_name = mig.group("board") if mig else name
+    entry = _match(board_name)
+    if entry is None:
+        return PeakResolution(None, f"no datasheet peak for {board_name!r} in the table")
+    if mig is None:
+        return PeakResolution(entry, f"datasheet peak of {entry.device}")
+    profile = mig.group("profile") or "slice"
+    if sm_count is None:
+        return PeakResolution(
+            None,
+            f"{name!r} is a MIG slice and no sm_count was given: its share of the {entry.device} peak is"
+            " unknown (pass get_device_properties().multi_processor_count)",
+        )
+    board = _BOARD_SMS.get(entry.device)
+    if board is None:
+        return PeakResolution(
+            None, f"{name!r} is a MIG slice of {entry.device}, whose whole-board SM count is not in the table"
+        )
+    if sm_count > board.sms:
+        return PeakResolution(
+            None,
+            f"{name!r} reports {sm_count} SMs, more than the {board.sms} of a whole {entry.device}:"
+            " the board table does not fit this device",
+        )
+    scaled = PeakFlops(
+        device=f"{entry.device} MIG {profile} ({sm_count}/{board.sms} SMs)",
+        dtype=entry.dtype,
+        flops_per_s=entry.flops_per_s * sm_count / board.sms,
+        source=(
+            f"MIG slice {profile}: the {entry.device} peak x {sm_count}/{board.sms} SMs (slice SMs from"
+            f" multi_processor_count; whole board: {board.source}). Board peak: {entry.source}"
+        ),
+    )
+    return PeakResolution(scaled, f"MIG slice: {sm_count} of {board.sms} {entry.device} SMs")
+
+
+def lookup_peak(device_name: str, dtype: str, sm_count: int | None = None) -> PeakFlops | None:
     """Dense peak for ``device_name`` as ``torch.cuda.get_device_name()`` reports it, e.g. "NVIDIA H100 NVL".
 
     Returns None for an unknown device, a CPU, or any ``dtype`` other than "bf16": the table holds bf16
     peaks only, and an fp32/tf32 run measured against a bf16 peak would report a misleadingly low MFU.
+    A MIG slice ("NVIDIA H100 80GB HBM3 MIG 1g.10gb") gets its board's peak scaled by ``sm_count`` (the
+    slice's ``multi_processor_count``) over the board's SMs, or None without ``sm_count`` or when the board's
+    SM count is not known. ``resolve_peak`` gives the same answer with the reason for a None.
     """
-    if dtype != _BF16:
-        return None
-    name = device_name.strip()
-    for pattern, entry in _RULES:
-        if pattern.search(name):
-            return entry
-    return None
+    return resolve_peak(device_name, dtype, sm_count).peak
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,9 @@ Sizes:
     tiny   4 layers, d=128, T=128, batch 8     ~0.8M params; a CPU step in tens of milliseconds
     small  12 layers, d=768, T=1024, batch 8   GPT-2-124M-like (85M non-embedding params), for GPUs
     auto   small where CUDA is available, tiny otherwise
+
+Parallelism (`parallel`): "ddp", benchgate's DDP wrap above one rank (the default), or "fsdp2", the
+model sharded with FSDP2 by the workload's own `parallelize` (FSDP2GPTWorkload, named gpt-<size>-fsdp2).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from dataclasses import dataclass, replace
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
 
 from benchgate.workloads.base import FlopsPerToken
 from benchgate.workloads.flops import ModelShape
@@ -123,12 +127,42 @@ class GPTWorkload:
         )
 
 
-def make_workload(size: str = "auto", lr: float = 3e-3, batch_size: int | None = None) -> GPTWorkload:
+class FSDP2GPTWorkload(GPTWorkload):
+    """The reference GPT sharded with FSDP2 (`parallel=fsdp2`): the workload owns its parallelism.
+
+    Each block and then the root are `fully_shard`ed over the mesh benchgate gives (1-D, data
+    parallel): parameters, gradients and optimizer state are split across the ranks, each block's
+    parameters all-gathered for its forward and backward, gradients reduce-scattered. What a team that
+    trains with FSDP2 runs, and what benchgate's default DDP wrap would not measure.
+    """
+
+    def __init__(self, size_name: str, size: GPTSize, lr: float = 3e-3) -> None:
+        super().__init__(size_name, size, lr)
+        self.name = f"gpt-{size_name}-fsdp2"  # its own baselines: another parallelism, another speed
+
+    def parallelize(self, model: nn.Module, mesh: DeviceMesh) -> nn.Module:
+        from torch.distributed.fsdp import fully_shard
+
+        for block in model.blocks:  # type: ignore[union-attr]
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        return model
+
+
+PARALLEL = ("ddp", "fsdp2")
+
+
+def make_workload(
+    size: str = "auto", lr: float = 3e-3, batch_size: int | None = None, parallel: str = "ddp"
+) -> GPTWorkload:
     """Factory for `--workload benchgate.workloads.gpt:make_workload --workload-arg size=tiny`.
 
     `batch_size` (windows per rank and step; default the size's) is what a suite's variant batch_size
     sets. The name stays the size's: a suite stores each variant under its entry's name (bench.name).
+    `parallel`: "ddp" (benchgate's DDP wrap above one rank) or "fsdp2" (FSDP2GPTWorkload).
     """
+    if parallel not in PARALLEL:
+        raise ValueError(f"parallel must be one of {', '.join(PARALLEL)}; got {parallel!r}")
     if size == "auto":
         size = "small" if torch.cuda.is_available() else "tiny"
     if size not in SIZES:
@@ -138,4 +172,5 @@ def make_workload(size: str = "auto", lr: float = 3e-3, batch_size: int | None =
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be an integer >= 1; got {batch_size!r}")
         shape = replace(shape, batch_size=batch_size)
-    return GPTWorkload(size, shape, lr=float(lr))
+    workload_class = FSDP2GPTWorkload if parallel == "fsdp2" else GPTWorkload
+    return workload_class(size, shape, lr=float(lr))

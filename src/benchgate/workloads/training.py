@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import torch
@@ -18,6 +18,7 @@ from torch.profiler import record_function
 
 from benchgate.errors import ConfigError, WorkloadError
 from benchgate.workloads.base import Workload, check_logits, check_loss, member_error, supports_eval
+from benchgate.workloads.parallel import Parallelism, parallelized, plan, process_group
 
 RANGES = ("data", "forward", "loss", "backward", "optimizer_step")
 T = TypeVar("T")
@@ -45,11 +46,12 @@ def autocast_context(precision: str, device: torch.device) -> contextlib.Abstrac
 @dataclass
 class Trainer:
     workload: Workload
-    model: nn.Module  # possibly DDP-wrapped
+    model: nn.Module  # as it trains: DDP-wrapped, or as the workload's parallelize() returned it
     optimizer: torch.optim.Optimizer
     generator: torch.Generator
     device: torch.device
     precision: str
+    parallelism: Parallelism = field(default_factory=lambda: Parallelism(mesh=None, replicas=1, replica=0))
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         return autocast_context(self.precision, self.device)
@@ -85,30 +87,36 @@ def build_trainer(
     device: torch.device,
     precision: str,
     seed: int,
+    *,
+    world_size: int = 1,
     rank: int = 0,
-    ddp: bool = False,
-    before_wrap: Callable[[nn.Module], None] | None = None,
+    after_parallelize: Callable[[nn.Module], None] | None = None,
     compile: bool = False,
+    where: str = "bench.workload",
 ) -> Trainer:
-    """`before_wrap` sees the model as the workload built it, before any DDP wrap (the bench counts
-    its FLOPs there: through DDP, a backward on one rank alone would wait on the others). `compile`
-    (bench.compile) wraps the model in torch.compile, which compiles it at the first step (the bench's
-    warmup)."""
-    # Same seed on every rank: DDP needs identical initial weights; batches differ per rank below.
+    """The workload's model as it trains at `world_size` (workloads/parallel.py: the workload's own
+    `parallelize(model, mesh)`, else DDP above one rank), its optimizer and this rank's batch generator.
+
+    A workload with `parallelize` needs a process group (torchrun's, or `parallel.process_group`).
+    `after_parallelize` sees the model once parallelized, before compilation (the bench counts its FLOPs
+    there, every rank at once, so a collective in the step has all its ranks). `compile`
+    (bench.compile) wraps it in torch.compile, which compiles it at the first step (the bench's warmup).
+    """
+    # Same seed on every rank: data parallelism needs identical initial weights; batches differ per replica.
     torch.manual_seed(seed)
     model = workload.build_model(device)
-    if before_wrap is not None:
-        before_wrap(model)
-    if ddp:
-        device_ids = [device.index] if device.type == "cuda" else None
-        model = nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+    parallelism = plan(workload, device, world_size, rank, where)
+    model = parallelized(workload, model, parallelism, device, where)
+    if after_parallelize is not None:
+        after_parallelize(model)
     if compile:
         # Around DDP, as PyTorch documents it: the compiler splits the graph at DDP's gradient buckets so
         # communication still overlaps the backward pass. The optimizer sees the same parameters.
         model = torch.compile(model)  # type: ignore[assignment]
     optimizer = workload.make_optimizer(model)
-    generator = torch.Generator(device="cpu").manual_seed(seed * 1_000_003 + rank)
-    return Trainer(workload, model, optimizer, generator, device, precision)
+    # Seeded by the data-parallel replica: the ranks of one replica (tensor parallel) read the same batches.
+    generator = torch.Generator(device="cpu").manual_seed(seed * 1_000_003 + parallelism.replica)
+    return Trainer(workload, model, optimizer, generator, device, precision, parallelism)
 
 
 def check_training_step(
@@ -131,9 +139,18 @@ def check_training_step(
     many tokens. Returns the loss.
     """
     device = device or torch.device("cpu")
+    with process_group(device):  # as the bench's ws=1 runs it: a collective in the step works here too
+        return _checked_step(workload, where, seed, eval_seq_len, device)
+
+
+def _checked_step(
+    workload: Workload, where: str, seed: int, eval_seq_len: int | None, device: torch.device
+) -> float:
     on = f"one training step on {'CPU' if device.type == 'cpu' else device.type.upper()}"
     trainer = _attempt(
-        lambda: build_trainer(workload, device, "fp32", seed), f"{where}: {on}", "build_model/make_optimizer"
+        lambda: build_trainer(workload, device, "fp32", seed, where=where),
+        f"{where}: {on}",
+        "build_model/parallelize/make_optimizer",
     )
     loss = _attempt(trainer.compute_loss, f"{where}: {on}", "make_batch/forward/loss")
     check_loss(loss, where)
@@ -161,5 +178,7 @@ def check_training_step(
 def _attempt(call: Callable[[], T], where: str, members: str) -> T:
     try:
         return call()
+    except WorkloadError:  # already names the member and what it did (parallelize, mesh_dims)
+        raise
     except Exception as e:  # the user's code: whatever it raises is the workload's failure
         raise WorkloadError(f"{where}: {members} raised {type(e).__name__}: {e}") from None

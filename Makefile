@@ -24,12 +24,39 @@ export BENCHGATE_SUBMIT_SUITE := $(value SUITE)
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
+# torch goes in first, exactly pinned, and from the index of the build this machine runs: on Linux the
+# default index (PyPI) serves torch==2.13.0 as the CUDA build (~2.6 GB with its nvidia-* wheels) whether
+# or not there is a GPU. Without a GPU (no NVIDIA driver and no nvidia-smi, as measure/launch.py decides)
+# it is 2.13.0+cpu from the PyTorch CPU index (~190 MB). The fallback, where that index cannot be reached
+# (a machine that reaches only a PyPI mirror) or has no +cpu wheel for this platform (macOS, whose PyPI
+# wheel is the CPU build), is torch==2.13.0 from the default index: a CPU wheel where that index or pip's
+# find-links serve one, else the CUDA build, which runs on CPU as well; the install says which it got.
+# TORCH_CPU_INDEX=URL names a mirror of the CPU index; TORCH_BUILD=cpu or cuda overrides the detection.
+TORCH_VERSION := 2.13.0
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_BUILD ?= $(if $(wildcard /proc/driver/nvidia)$(shell command -v nvidia-smi 2>/dev/null),cuda,cpu)
+# How torch-install runs pip: tests/docs/test_torch_install.py makes it a metadata-only dry run.
+TORCH_PIP ?= $(PIP)
+
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	@# torch first and exactly pinned: a looser pin resolves to a ~2.6 GB CUDA build.
-	$(PIP) torch==2.13.0
+	@$(MAKE) --no-print-directory torch-install
 	$(PIP) -e .
+	@# Which build it got, read after the install of benchgate, which must have kept it.
+	@$(PY) -c 'import torch; print(torch.__version__, torch.version.cuda or "")' | { read -r version cuda; \
+	  if [ -n "$$cuda" ] && [ "$(TORCH_BUILD)" = cpu ]; then \
+	    echo "make: torch $$version is the CUDA $$cuda build (it runs on CPU too); for the CPU build reach $(TORCH_CPU_INDEX) or a mirror of it (TORCH_CPU_INDEX=URL) and rebuild $(VENV)" >&2; \
+	  else echo "make: torch $$version"; fi; }
 	touch $(STAMP)
+
+# The torch step of the install above (see TORCH_BUILD); not a target to call by hand.
+torch-install:
+	@if [ "$(TORCH_BUILD)" = cpu ]; then \
+	  echo "make: no GPU here: torch $(TORCH_VERSION)+cpu from $(TORCH_CPU_INDEX)"; \
+	  $(TORCH_PIP) --retries 1 --index-url $(TORCH_CPU_INDEX) torch==$(TORCH_VERSION)+cpu && exit 0; \
+	  echo "make: $(TORCH_CPU_INDEX) is unreachable or has no torch $(TORCH_VERSION)+cpu for this platform: torch==$(TORCH_VERSION) from the default index instead" >&2; \
+	fi; \
+	$(TORCH_PIP) torch==$(TORCH_VERSION)
 
 $(DEV_STAMP): $(STAMP)
 	$(PIP) -e '.[dev]'
@@ -105,4 +132,4 @@ gpu-check: ## On a GPU machine: benchmarks/gpu_check.py with that machine's own 
 clean: ## Remove results and caches (keeps .venv and baselines)
 	rm -rf benchgate-out .pytest_cache .mypy_cache .ruff_cache
 
-.PHONY: help install bench test test-fast lint compile submit images ui shard benchmarks gpu-check gpu-check-wheels clean
+.PHONY: torch-install help install bench test test-fast lint compile submit images ui shard benchmarks gpu-check gpu-check-wheels clean

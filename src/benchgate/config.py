@@ -205,11 +205,20 @@ class EvalConfig(_Model):
     )
     seq_len: Int = Field(64, gt=1, description="Window length for eval training and perplexity (bytes).")
     batch_size: Int = Field(16, gt=0, description="Windows per eval training step.")
+    # One by default, on every machine, never the machine's cores: the thread count changes the order of
+    # the sums and so the numbers (1 and 2 threads differ in the perplexity's 7th digit), so a count that
+    # followed the cores or the quota would make evals of two hosts incomparable, where one thread is
+    # the same everywhere. It is also what a CPU rank of the bench gets (measure/launch.py), and one
+    # thread never waits on a second that a busy host has descheduled: on 2 cores with one kept busy,
+    # 2 threads took 2 to 26 times as long as 1, where on 2 quieter cores 1 costs 1.5x (36 s, not 24 s).
     threads: Int = Field(
-        2,
+        1,
         gt=0,
         le=MAX_THREADS,
-        description="torch threads for the eval; fixed so results are bit-for-bit repeatable.",
+        description="torch threads for the eval. Default 1 on every machine: the thread count changes the "
+        "numbers, so it is fixed to keep them bit-for-bit repeatable and comparable across hosts. More "
+        "are capped at the usable CPUs (affinity mask and CPU quota); eval.json records the count that "
+        "ran, and compare compares only evals of equal settings.",
     )
     seed: Int = Field(1234, ge=0, le=MAX_SEED, description="Seed for the eval's weights and batch order.")
 
@@ -282,6 +291,14 @@ class ABConfig(_Model):
         "(fits a model that takes more than half of a GPU, and a GPU in exclusive-process mode). auto: "
         "sequential on CUDA when two sides cannot fit in the GPU's free memory or the GPU is in "
         "exclusive-process mode, interleaved otherwise.",
+    )
+    cores_per_rank: Int = Field(
+        2,
+        ge=0,
+        description="On CPU, the usable cores an A/B at ws=N wants per rank: with fewer than this x N, "
+        "ws=N is not A/B'd (its row is INFO, WARN where the screen said FAIL, and ws=1 decides timing), "
+        "since anything else running lands on the ranks' cores and no number of rounds decides. 1: A/B "
+        "on a quiet host with exactly N cores; 0: never skip.",
     )
     max_seconds: Float = Field(
         600.0,

@@ -322,7 +322,18 @@ def _assert_reports(workspace: Path) -> None:
     assert timing and all(c["status"] == "FAIL" and c["decided_by"] == "ab" for c in timing), timing
     env = json.loads((out / "env.json").read_text())
     assert env["git"]["branch"] == "my-change", env["git"]  # BENCHGATE_BRANCH, on a detached HEAD
-    assert "FAIL" in (out / "summary.md").read_text()
+    summary = (out / "summary.md").read_text()
+    assert "FAIL" in summary
+    # Written for the pull request's reader, who has the job's artifact and not the runner's disk or
+    # store; no "nothing to compare" note beside the A/B's rows.
+    assert str(workspace) not in summary, summary
+    assert "download the `benchgate-out` artifact of this job" in summary, summary
+    assert "in the local store" not in summary and "nothing to compare against" not in summary, summary
+    # With no stored baseline, the A/B's base is the baseline of memory and loss too (ab/sides.py).
+    checks = json.loads((out / "compare.json").read_text())["checks"]
+    memory = next(c for c in checks if c["name"] == "peak memory (ws=1)")
+    assert memory["decided_by"] == "ab" and memory["ab_base"] is not None, memory
+    assert any(c["name"] == "final loss (ws=1)" and c["status"] == "INFO" for c in checks), checks
     junit = (out / "junit.xml").read_text()
     assert "<failure" in junit and "tokens/s" in junit
 

@@ -77,7 +77,7 @@ def test_ab_of_the_same_code_never_fails(repo: Path) -> None:
     # Identical code in a new commit, no stored baseline (a fresh CI runner): the explicit base is
     # A/B'd all the same, and only A/B decides.
     commit(repo, "docs only")
-    same = run(repo, "out-same", "--base", "HEAD~1", "--no-update-baseline")
+    same = run(repo, "out-same", "--base", "HEAD~1", "--no-update-baseline", "--world-sizes", "1,2")
     assert same.returncode in (0, 4), same.stdout + same.stderr
     row = timing_row(repo, "out-same")
     assert row["decided_by"] == "ab" and row["status"] in ("PASS", "UNKNOWN")
@@ -88,6 +88,13 @@ def test_ab_of_the_same_code_never_fails(repo: Path) -> None:
     assert ab["layout"] == {"name": "interleaved", "why": "auto on CPU"}
     assert all("first_side" not in r and "base_idle_cpu_share" in r for r in ab["rounds"])
     assert (repo / "out-same" / "ab" / "ws1" / "round1" / "A" / "metrics-ws1.json").is_file()
+    # ws=2 on this 2-core host: two ranks per side and nothing left for the rest of the host, so no
+    # A/B rounds that could not decide (gate.ab.cores_per_rank): the row says so and does not gate.
+    checks = read_json(repo / "out-same" / "compare.json")["checks"]
+    wide = next(c for c in checks if c["name"] == "tokens/s (ws=2)")
+    assert wide["decided_by"] == "host" and wide["status"] == "NEW", wide  # no stored baseline
+    assert "wants 2 x 2 = 4 cores and this host has 2" in str(wide["note"])
+    assert not (repo / "out-same" / "ab" / "ws2").exists()
 
 
 @pytest.mark.slow

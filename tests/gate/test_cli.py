@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,26 @@ def benchgate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "benchgate", *args], cwd=cwd, capture_output=True, text=True, timeout=600
     )
+
+
+def benchgate_piped(*args: str, cwd: Path) -> tuple[int, list[tuple[float, str]]]:
+    """`benchgate` with its output piped, as CI runs it: the exit code and each line with the seconds
+    after the start at which it arrived."""
+    started = time.monotonic()
+    with subprocess.Popen(
+        [sys.executable, "-m", "benchgate", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as process:
+        assert process.stdout is not None
+        lines = [(time.monotonic() - started, line.rstrip("\n")) for line in process.stdout]
+        return process.wait(timeout=600), lines
+
+
+# "[00:19] bench ws=1 started (0/15)", "[00:39] bench ws=1 done 15/15 (19.8 s)" (cli/progress_lines.py)
+STAGE_LINE = re.compile(r"\[(\d\d):(\d\d)\] (.+?) (started|done)(?: \d+/\d+)?(?: \(.*\))?")
 
 
 @pytest.mark.slow
@@ -48,10 +69,15 @@ def test_a_whole_gate_run_writes_every_result_and_the_cli_the_browse_hint(
     stored = list((logged_gate_run["tmp"] / "baselines").glob("*/gpt-tiny/eval.json"))
     assert len(stored) == 1
     assert read_json(stored[0])["perplexity"] == read_json(out / "eval.json")["perplexity"]
+    # The eval counted its training steps as it went (its stage's markers, relayed into the log).
+    log = (out / "logs" / "pipeline.log").read_text()
+    eval_markers = log[log.index('"name": "eval"') :]
+    assert '"event": "progress", "done": 1, "total": 20' in eval_markers
+    assert '"event": "progress", "done": 20, "total": 20' in eval_markers
 
-    # The command itself, outside any checkout: exit 0, and the hint that serves its local MLflow store
-    # (`make ui` serves nothing there).
-    result = benchgate(
+    # The command itself, piped as in CI, outside any checkout: exit 0, and the hint that serves its
+    # local MLflow store (`make ui` serves nothing there).
+    returncode, lines = benchgate_piped(
         "run",
         "--workload-arg",
         "size=tiny",
@@ -64,9 +90,23 @@ def test_a_whole_gate_run_writes_every_result_and_the_cli_the_browse_hint(
         str(tmp_path / "b"),
         cwd=tmp_path,
     )
-    assert result.returncode == 0, result.stdout + result.stderr
+    stdout = "\n".join(line for _, line in lines)
+    assert returncode == 0, stdout
+    # Progress came as it happened, not all at once at the end: a stamped line as each stage started and
+    # ended, each arriving when its stamp says (lines written and flushed at once), over the whole run.
+    stages = [(at, m) for at, line in lines if (m := STAGE_LINE.fullmatch(line))]
+    said = [(m[3], m[4]) for _, m in stages]
+    for stage in ("env", "bench ws=1", "compare", "publish", "gate"):
+        assert said.count((stage, "started")) == said.count((stage, "done")) == 1, stdout
+    stamped = [int(m[1]) * 60 + int(m[2]) for _, m in stages]
+    arrived = [at for at, _ in stages]
+    assert stamped == sorted(stamped), stdout
+    assert all(abs((a - arrived[0]) - (s - stamped[0])) <= 2.5 for a, s in zip(arrived, stamped, strict=True))
+    bench = [at for at, m in stages if m[3] == "bench ws=1"]
+    assert bench[1] - bench[0] >= 2.0, stdout  # a torchrun launch and 17 steps: seconds, not an instant
+    assert lines[-1][0] - arrived[0] >= 5.0, stdout
     store = f"sqlite:///{tmp_path / '.benchgate' / 'mlflow' / 'mlflow.db'}"
-    browse = next(line for line in result.stdout.splitlines() if line.startswith("browse: "))
+    browse = next(line for line in stdout.splitlines() if line.startswith("browse: "))
     assert "make ui" not in browse
     assert f"MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false {Path(sys.executable).with_name('mlflow')} ui" in browse
     assert f"--backend-store-uri {store} --host 127.0.0.1 --port 5000" in browse

@@ -45,12 +45,15 @@ SUITE_HEADER = """\
 name = "models"
 config = "bench.toml"
 """
+# The README's suite example, with a 20-step eval (its 100 steps take minutes here): the reference model
+# at two batch sizes, each with its eval, so both panels of the Pareto view have both entries.
 GPT_ENTRIES = """
 [[entries]]
 name = "gpt-tiny-b4"
 workload = "benchgate.workloads.gpt:make_workload"
 args = { size = "tiny" }
 variant = { precision = "fp32", batch_size = 4 }
+config = { eval = { enabled = true, train_steps = 20 } }
 
 [[entries]]
 name = "gpt-tiny-b8"
@@ -164,8 +167,13 @@ def test_a_suite_of_models_and_variants_gates_each_entry_against_its_own_baselin
     b4 = read_json(tmp_path / "first" / "gpt-tiny-b4" / "metrics-ws1.json")
     b8 = read_json(tmp_path / "first" / "gpt-tiny-b8" / "metrics-ws1.json")
     assert (b4["tokens_per_step_global"], b8["tokens_per_step_global"]) == (4 * 128, 8 * 128)
-    assert read_json(tmp_path / "first" / "gpt-tiny-b8" / "eval.json")["workload"] == "gpt-tiny-b8"
-    assert not (tmp_path / "first" / "gpt-tiny-b4" / "eval.json").exists()
+    evals = {n: read_json(tmp_path / "first" / n / "eval.json") for n in ("gpt-tiny-b4", "gpt-tiny-b8")}
+    assert evals["gpt-tiny-b8"]["workload"] == "gpt-tiny-b8"
+    # Each variant's eval trained on its own batch size (suite/spec.py sets eval.batch_size from it), at
+    # its precision (fp32: unsaid), so the two have their own perplexities.
+    assert [evals[n]["settings"]["batch_size"] for n in evals] == [4, 8]
+    assert "precision" not in evals["gpt-tiny-b4"]["settings"]
+    assert evals["gpt-tiny-b4"]["perplexity"] != evals["gpt-tiny-b8"]["perplexity"]
 
     # Counted FLOPs: the reference model's matmuls within a few percent of 6N, its sdpa attention
     # counted on this CPU (torch alone counts 0 for it there); the HF model declares nothing and has
@@ -199,12 +207,15 @@ def test_a_suite_of_models_and_variants_gates_each_entry_against_its_own_baselin
     markdown = (tmp_path / "first" / "suite.md").read_text()
     for name in entries:
         assert f"**{name} (PASS)**" in markdown
-    # The Pareto view (suite/report.py) is drawn at the end: two entries had the eval, every entry has
+    # The Pareto view (suite/report.py) is drawn at the end: three entries had the eval, every entry has
     # a peak memory; the frontier of each panel is marked, the rest named as dominated.
     assert (tmp_path / "first" / "pareto.png").read_bytes().startswith(b"\x89PNG")
     pareto = (tmp_path / "first" / "pareto.md").read_text()
-    assert "gpt-tiny-b4 is left out of the perplexity panel" in pareto
-    assert "mlp is left out of the perplexity panel" in pareto
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in pareto.splitlines()]
+    on_perplexity = {cells[0]: cells[5] for cells in rows if cells[0] in evals}  # its panel's standing
+    assert all(s == "frontier" or s.startswith("dominated by ") for s in on_perplexity.values()), pareto
+    assert len(on_perplexity) == 2
+    assert "gpt-tiny-b4 is left out" not in pareto and "mlp is left out of the perplexity panel" in pareto
     assert "frontier" in pareto and pareto.count("dominated by") + pareto.count("frontier") >= 6
 
     # Second run, never the baseline, of the reference model's two variants and two entries that cannot

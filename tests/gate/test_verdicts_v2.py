@@ -146,6 +146,10 @@ def test_an_ab_cut_short_by_its_budget_resumes_from_its_rounds_and_decides(repo:
     assert ab["decision"]["status"] == "FAIL" and len(ab["rounds"]) >= 2
     assert ab["rounds"][0] == saved["rounds"][0]  # the saved round was continued, not redone
     assert timing_row(repo, "out")["status"] == "FAIL"
+    # Piped, the resumed rounds say themselves as they run, ending at the rounds that ran.
+    rounds = len(ab["rounds"])
+    assert "A/B (resumed rounds) started" in resumed.stdout, resumed.stdout
+    assert f"A/B (resumed rounds) done {rounds}/{rounds}" in resumed.stdout, resumed.stdout
     # Nothing left to resume: a clear refusal, exit 2.
     again = subprocess.run(
         [sys.executable, "-m", "benchgate", "run", "--resume", "out"],

@@ -99,8 +99,8 @@ def test_the_experiment_holds_benchgates_view_of_the_runs_table(viewed: dict[str
     assert {
         "tags.`benchgate.verdict`",
         "tags.`benchgate.machine_profile`",
-        "metrics.`ws1/tokens_per_s_p50`",
-        "metrics.`ws2/tokens_per_s_p50`",
+        "metrics.`ws1/tokens_per_s_mean`",
+        "metrics.`ws2/tokens_per_s_mean`",
     } <= set(shown)
     # Each column names what the parent really logged: a misspelt one would show an empty column.
     for kind, values in (("metrics", parent.data.metrics), ("tags", parent.data.tags)):

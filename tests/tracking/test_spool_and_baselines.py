@@ -20,6 +20,8 @@ from benchgate.config import parse_config
 from benchgate.kfp.local_run import run_gate
 from benchgate.kit.files import read_json, write_json
 from benchgate.results.bundle import load_bundle
+from benchgate.results.comparison import load_comparison
+from benchgate.results.figures import run_rate
 from benchgate.store import spool
 from benchgate.store.baseline import read_meta, save_baseline
 from benchgate.tracking import client as tracking
@@ -149,12 +151,14 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_gate(make_config(tmp, out=str(tmp / "out"))).out_dir
 
 
-def entry_for(results: Path, spool_dir: Path, profile: str, commit: str, baseline: bool) -> Path:
-    """A spool entry of `results` as if measured on machine `profile` at `commit`."""
+def entry_for(
+    results: Path, spool_dir: Path, profile: str, commit: str, baseline: bool, branch: str = "main"
+) -> Path:
+    """A spool entry of `results` as if measured on machine `profile` at `commit` on `branch`."""
     staging = spool_dir.parent / f"staging-{uuid.uuid4().hex[:8]}"
     shutil.copytree(results, staging, ignore=shutil.ignore_patterns("pipeline", "logs"))
     env = read_json(staging / "env.json")
-    env["machine_profile"], env["git"] = profile, {"commit": commit, "branch": "main"}
+    env["machine_profile"], env["git"] = profile, {"commit": commit, "branch": branch}
     write_json(staging / "env.json", env)
     for path in staging.glob("metrics-ws*.json"):
         write_json(path, {**read_json(path), "machine_profile": profile})
@@ -208,6 +212,11 @@ def test_promote_show_and_history(mlflow_server: str, results: Path, tmp_path: P
     assert tracking_read.newest_baseline(tracking_read.gate_runs(tracker, "p1")).info.run_id == second  # type: ignore[union-attr]
     shown = benchgate("baseline", "show", "--profile", "p1", *common, cwd=tmp_path)
     assert shown.returncode == 0 and second in shown.stdout and first not in shown.stdout
+    # One tokens/s per run: the verdict table's, in `baseline show`, MLflow and `history` alike.
+    rate = load_comparison(results / "compare.json").timing(1).current  # type: ignore[union-attr]
+    assert rate == pytest.approx(run_rate(read_json(results / "metrics-ws1.json")))
+    assert tracker.client.get_run(second).data.metrics["ws1/tokens_per_s_mean"] == pytest.approx(rate)
+    assert f"ws1: {rate:,.0f}" in shown.stdout, shown.stdout
 
     child = tracker.client.search_runs(
         [tracker.experiment_id], filter_string=f"tags.`{tracking.TAG_PARENT}` = '{second}'"
@@ -222,6 +231,18 @@ def test_promote_show_and_history(mlflow_server: str, results: Path, tmp_path: P
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert "111111111111" in shown.stdout and "222222222222" in shown.stdout
     assert png.read_bytes().startswith(b"\x89PNG")
+    assert f"{rate:,.0f}" in next(line for line in shown.stdout.splitlines() if "222222222222" in line)
+    # A feature branch's run is a series of its own: said, drawn as its own line; --branch picks one.
+    log_entry(tracker, entry_for(results, tmp_path / "spool", "p1", "3" * 40, False, branch="wider"))
+    mixed = benchgate("history", "--profile", "p1", "--png", str(png), *common, cwd=tmp_path)
+    assert mixed.returncode == 0, mixed.stdout + mixed.stderr
+    note = " ".join(mixed.stdout.split("note:", 1)[1].split())
+    assert note.startswith("these runs are 2 series (workload @ branch): sleepy @ main, sleepy @ wider")
+    assert "--workload NAME and --branch NAME pick one" in note
+    main = benchgate(
+        "history", "--profile", "p1", "--branch", "main", "--png", str(png), *common, cwd=tmp_path
+    )
+    assert main.returncode == 0 and "333333333333" not in main.stdout and "note:" not in main.stdout
 
 
 def test_an_interrupted_upload_is_redone_not_duplicated(

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 from test_compare import bundle
 
+from benchgate.ab.rows import apply_ab
 from benchgate.checks.compare import compare
 from benchgate.checks.next_steps import next_steps
 from benchgate.checks.stage import write_comparison
-from benchgate.config import Tolerances
+from benchgate.config import ABConfig, Tolerances
 from benchgate.publish.ci_report import (
     JUNIT_FILE,
     SUMMARY_FILE,
@@ -74,14 +76,43 @@ def test_summary_has_one_row_per_check_then_the_verdict_profile_and_mlflow_link(
     assert "**Verdict: PASS** (exit 0)" in passing and "Next step" not in passing
 
 
-def test_summary_names_the_run_id_of_a_local_store_and_says_when_the_run_is_only_spooled() -> None:
+def test_summary_links_mlflow_only_on_a_server_and_never_names_a_runners_store() -> None:
+    # A run id without a URL is one of the local store: on a CI runner it goes with the runner.
     local = summary_markdown(failing(), {"mlflow_run_id": "feed42", "mlflow_url": None, "spooled": None})
-    assert "MLflow: run `feed42` in the local store" in local
+    assert "feed42" not in local and "in the local store" not in local
+    assert "MLflow: no link, the tracking URI is no http(s) server" in local
     spooled = summary_markdown(failing(), {"mlflow_run_id": None, "spooled": "/spool/k"})
-    assert "not logged yet; the run is spooled and `benchgate sync` sends it" in spooled
+    assert "MLflow: not logged; the tracking server could not be reached" in spooled
+    assert "/spool/k" not in spooled
     assert "MLflow" not in summary_markdown(failing(), {"baseline_written": None})  # tracking off
     resumed = summary_markdown(failing(), PUBLISHED_SERVER | {"resumed": True})
     assert "logged before the A/B was resumed" in resumed
+
+
+RUNNER_OUT = Path("/home/runner/work/app/app/benchgate-out")
+
+
+def test_next_steps_for_a_pull_request_name_the_jobs_artifact_not_the_runners_disk() -> None:
+    from test_next_steps import outcome, straddling
+
+    slower = failing()
+    by_ab = apply_ab(slower, outcome([math.log(0.8)] * 4), Tolerances(), ABConfig())
+    summary = summary_markdown(by_ab, {}, RUNNER_OUT)
+    assert "/home/runner" not in summary
+    assert (
+        "- download the `benchgate-out` artifact of this job: its report.html shows the A/B rounds behind "
+        "the FAIL (they are in ab/ws1/ab.json)"
+    ) in summary
+    # The terminal is read where the run is: the path stays there.
+    assert f"{RUNNER_OUT}/ab/ws1/ab.json" in next_steps(by_ab, RUNNER_OUT)[0]
+    budget = apply_ab(unknown(), outcome(straddling(27)), Tolerances(), ABConfig())
+    summary = summary_markdown(budget, {}, RUNNER_OUT)
+    assert "/home/runner" not in summary and "--resume /" not in summary
+    assert (
+        "set `[gate.ab] max_rounds` above 27 (the round budget that ran out) in the job's config" in summary
+    )
+    # A pipeline task does not know the directory: the artifact of docs/ci.md's jobs is named.
+    assert "the `benchgate-out` artifact of this job" in summary_markdown(budget, {}, None)
 
 
 def test_an_unknown_summary_says_what_to_run_next(tmp_path: Path) -> None:

@@ -62,8 +62,8 @@ def bundle(
 def history(n: int = 4, sizes: tuple[int, ...] = (1, 2)) -> list[HistoryPoint]:
     points = []
     for i in range(n):
-        figures = {f"ws{ws}/tokens_per_s_p50": 5000.0 * ws + 10 * i for ws in sizes}
-        figures.update({f"ws{ws}/step_time_ms_p50": 100.0 + i for ws in sizes})
+        figures = {f"ws{ws}/tokens_per_s_mean": 5000.0 * ws + 10 * i for ws in sizes}
+        figures.update({f"ws{ws}/step_time_ms_mean": 100.0 + i for ws in sizes})
         if len(sizes) > 1:
             figures["scaling_efficiency_pct"] = 90.0 - i
         points.append(HistoryPoint(f"{i:x}" * 12, 1_700_000_000.0 + i, figures, is_baseline=i == 0))
@@ -164,17 +164,17 @@ def test_history_panels_default_lists_only_present_figures() -> None:
     points = history(sizes=(1,))
     points.append(HistoryPoint(None, 0.0, {"ws4/peak_memory_mib": 512.0, "eval/perplexity": 2.0}))
     assert history_panels(points) == [
-        "ws1/tokens_per_s_p50",
-        "ws1/step_time_ms_p50",
+        "ws1/tokens_per_s_mean",
+        "ws1/step_time_ms_mean",
         "ws4/peak_memory_mib",
         "eval/perplexity",
     ]
 
 
 def test_history_panels_skips_named_figures_no_run_has(tmp_path: Path) -> None:
-    names = ["ws1/step_time_ms_p50", "ws8/mfu_6nd_pct", "scaling_efficiency_pct"]
+    names = ["ws1/step_time_ms_mean", "ws8/mfu_6nd_pct", "scaling_efficiency_pct"]
     points = history(sizes=(1,))
-    assert history_panels(points, names) == ["ws1/step_time_ms_p50"]
+    assert history_panels(points, names) == ["ws1/step_time_ms_mean"]
     assert history_png(points, tmp_path / "h.png", names).read_bytes().startswith(PNG_MAGIC)
 
 
@@ -278,7 +278,7 @@ def test_html_report_marks_and_lists_a_level_shift_at_its_commit() -> None:
     assert "benchgate history ack RUN_ID --reason TEXT" in page
     # Marked on the throughput plot at the first slow run, where the table says.
     marks = report_history(history_points, current_point(current, comparison), order).marks()
-    assert marks == [("ws1/tokens_per_s_p50", 6)]
+    assert marks == [("ws1/tokens_per_s_mean", 6)]
     assert len(images(page)) == 2
 
     acked = logged_history(steps, acknowledged={6: "bigger model, on purpose"})

@@ -27,8 +27,9 @@ def test_an_entry_travels_as_json_with_its_variant_applied_and_its_types_kept() 
     assert decoded["workload_args"] == {"size": "tiny", "dropout": 0.0, "batch_size": 8}
     assert isinstance(decoded["workload_args"]["batch_size"], int)
     assert isinstance(decoded["workload_args"]["dropout"], float)
+    # The eval follows the variant's batch size, as in a local suite (suite/spec.entry_config).
     assert decoded["config"] == {
-        "eval": {"enabled": False},
+        "eval": {"enabled": False, "batch_size": 8},
         "bench": {"seed": 7, "precision": "bf16", "compile": True},
     }
     assert read_entry(text)["name"] == "gpt-tiny-b8"
@@ -51,6 +52,7 @@ def test_the_entry_goes_over_the_pipelines_parameters_as_the_env_task_applies_it
     # The entry's config over the pipeline's: its seed wins, the pipeline's device and trace stay.
     assert (bench.seed, bench.device, bench.precision, bench.compile) == (7, "cpu", "bf16", True)
     assert config.trace.enabled is False and config.eval.enabled is False
+    assert config.eval.batch_size == 8
 
 
 @pytest.mark.parametrize(

@@ -46,6 +46,9 @@ def test_entry_config_layers_suite_config_entry_config_then_workload_variant_nam
     assert bench.precision == "bf16" and bench.compile is True  # the variant over the entry's config
     assert bench.workload == GPT and bench.name == "gpt-b4"
     assert bench.workload_args == {"size": "tiny", "lr": 0.01, "batch_size": 4}
+    # The eval trains the variant's model afresh: on the variant's batch size too (and at its precision,
+    # bench.precision), or every batch size of a workload would get the one perplexity.
+    assert config.eval.batch_size == 4
     assert config.eval.enabled is False and config.trace.enabled is False
     assert config.out == tmp_path / "out" / "gpt-b4" and config.tracking.enabled is False
 

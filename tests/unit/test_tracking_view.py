@@ -55,8 +55,8 @@ def test_the_view_shows_verdict_profile_commit_and_key_figures() -> None:
         "tags.`benchgate.machine_profile`",
         "tags.`benchgate.workload`",
         "attributes.`Version`",  # the UI's commit column
-        "metrics.`ws1/tokens_per_s_p50`",
-        "metrics.`ws2/tokens_per_s_p50`",
+        "metrics.`ws1/tokens_per_s_mean`",
+        "metrics.`ws2/tokens_per_s_mean`",
         "metrics.`scaling_efficiency_pct`",
         "metrics.`eval/perplexity`",
     ]
@@ -71,8 +71,17 @@ def test_a_run_with_another_world_size_adds_its_column_in_order() -> None:
     share(client, [1, 4])
     share(client, {2: {}, 8: {}})
     throughput = [c for c in view(client)["selectedColumns"] if "tokens_per_s" in c]
-    assert throughput == [f"metrics.`ws{n}/tokens_per_s_p50`" for n in (1, 2, 4, 8)]
+    assert throughput == [f"metrics.`ws{n}/tokens_per_s_mean`" for n in (1, 2, 4, 8)]
     assert view_world_sizes(client.tags[TAG_VIEW]) == {1, 2, 4, 8}
+
+
+def test_a_view_stored_with_the_p50_columns_keeps_its_world_sizes_and_shows_the_runs_tokens_per_s() -> None:
+    # As runs_view wrote it before the run's one tokens/s (tokens_per_s_mean) was logged.
+    old = {"selectedColumns": [f"metrics.`ws{n}/tokens_per_s_p50`" for n in (1, 4)]}
+    client = FakeClient({TAG_VIEW: json.dumps(old)})
+    share(client, [2])
+    throughput = [c for c in view(client)["selectedColumns"] if "tokens_per_s" in c]
+    assert throughput == [f"metrics.`ws{n}/tokens_per_s_mean`" for n in (1, 2, 4)]
 
 
 def test_the_view_is_written_only_when_it_changes() -> None:

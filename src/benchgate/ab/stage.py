@@ -13,10 +13,12 @@ from typing import Any
 
 from benchgate.ab.rows import apply_ab, apply_ab_scaling, undecided_world_sizes
 from benchgate.ab.runner import AB_FILE, RoundCallback, Side, run_ab
+from benchgate.ab.sides import Sides, apply_sides, rewrite_baseline_note
 from benchgate.checks.stage import write_comparison
 from benchgate.config import RunConfig
 from benchgate.kit.files import read_json
 from benchgate.measure import fingerprint
+from benchgate.measure.launch import metrics_path
 from benchgate.results.bundle import Bundle, load_bundle
 from benchgate.results.comparison import Comparison, load_comparison
 from benchgate.results.figures import mean_step_time
@@ -81,6 +83,10 @@ def stage_ab(
         outcome = run_ab(config, ws, run_dir, base, candidate, gpus, on_round, step_s, resume)
         outcomes[ws] = outcome.to_dict(base, candidate)
         comparison = apply_ab(comparison, outcomes[ws], config.gate.tolerances, config.gate.ab, unseen)
+        # Where no stored baseline is, the base's memory and loss from the same rounds (ab/sides.py).
+        sides = read_sides(run_dir, ws, len(outcome.rounds))
+        comparison = apply_sides(comparison, ws, sides, base.description, config.gate.tolerances, metrics)
+    comparison = rewrite_baseline_note(comparison, base.description)
     # Every A/B of this run, earlier tasks' included: the efficiency row needs both world sizes.
     for path in sorted(run_dir.glob(f"ab/ws*/{AB_FILE}")):
         saved = read_json(path)
@@ -88,6 +94,19 @@ def stage_ab(
     comparison = apply_ab_scaling(comparison, outcomes, config.gate.tolerances)
     write_comparison(run_dir, comparison)
     return comparison
+
+
+def read_sides(run_dir: Path, world_size: int, rounds: int) -> Sides:
+    """The metrics files of the first `rounds` A/B rounds at `world_size` (ab/ws<N>/round<k>/{A,B}/), one
+    pair per round; a round without both sides' files is left out."""
+    base, candidate = [], []
+    for index in range(1, rounds + 1):
+        round_dir = run_dir / "ab" / f"ws{world_size}" / f"round{index}"
+        paths = [metrics_path(round_dir / label, world_size) for label in ("A", "B")]
+        if all(path.is_file() for path in paths):
+            base.append(read_json(paths[0]))
+            candidate.append(read_json(paths[1]))
+    return Sides(base, candidate)
 
 
 def fingerprints_unseen_by_ab(config: RunConfig, current: Bundle) -> list[str]:

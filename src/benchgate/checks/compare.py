@@ -43,6 +43,12 @@ __all__ = [
 ]
 
 
+UNCHANGED_RULE = (
+    "unchanged code: a run of the baseline's own commit, from a clean tree, with the same fingerprints "
+    "(benchgate, packages, bench configuration) measures the baseline's code, and its timing PASSes as such"
+)
+
+
 def unchanged_code(baseline: Bundle | None, current: Bundle) -> bool:
     """The current run measured the baseline's own code: the same commit from a clean tree, with the same
     fingerprints (benchgate, packages, configuration). Any timing difference is then run-to-run noise."""
@@ -82,9 +88,12 @@ def _timing_check(
     cur_rate = run_rate(cur)
     notes = [result.reason, f"decided on the {result.figure} over {result.history_runs} earlier runs"]
     status, decided_by = result.status, "screen"
+    rule = screen.rule_text(tol.throughput_drop_pct, tol.confidence)
     if unchanged:
         notes.insert(0, f"the baseline's own commit and setup: unchanged code (screen: {result.status})")
         status, decided_by = "PASS", "unchanged"
+        # The footnote starts with the rule that decided; the screen's figures stay in the note.
+        rule = UNCHANGED_RULE
     if result.noise_pct is not None:
         notes.append(f"run-to-run noise {result.noise_pct:.1f}%")
     if result.host_change_pct is not None:
@@ -99,12 +108,13 @@ def _timing_check(
         change=result.change_pct,
         ci_low=result.ci_low_pct,
         ci_high=result.ci_high_pct,
-        rule=screen.rule_text(tol.throughput_drop_pct, tol.confidence),
+        rule=rule,
         status=status,
         note="; ".join(notes),
         metric=TIMING,
         world_size=ws,
         decided_by=decided_by,
+        tolerance=tol.throughput_drop_pct,
     )
 
 
@@ -299,6 +309,9 @@ def _history_efficiencies(baseline: Bundle, n: int) -> list[float]:
 def scaling_row(
     name: str, efficiency: float, base_efficiency: float, result: scaling.ScalingResult, tol: Tolerances
 ) -> Check:
+    # From A/B rounds (ab/rows.apply_ab_scaling), the two efficiencies are the A/B's pair: the row is
+    # decided by the A/B, and the written comparison shows the pair beside the run's (checks/paired.py).
+    by_ab = result.how.startswith("A/B at both world sizes")  # scaling.from_ab's words
     return Check(
         name,
         "%",
@@ -312,6 +325,8 @@ def scaling_row(
         status=result.status,
         note=result.how,
         metric=SCALING,
+        decided_by="ab" if by_ab else "",
+        tolerance=tol.scaling_efficiency_drop_points,
     )
 
 

@@ -23,6 +23,12 @@ level moved (`benchgate history --changes`) and to re-pinning the anchor once a 
 The rows are recognised by the words their producers write (decided_by, the reasons' config keys, the
 notes); tests/unit/test_next_steps.py builds each row with those producers, so a reworded note breaks
 a test, not the advice. Pure: no file or network is read; `out_dir` only names the run's directory.
+
+Who reads the steps decides how the run's files are named. The terminal and compare.md are read where
+the run is: a path (`--resume /path/to/benchgate-out`). A pull request's reader (summary.md, the step
+summary, the PR comment) is not on the CI runner, whose disk is gone when the job ends: the files are
+named within the job's artifact ("download the `benchgate-out` artifact of this job"), and an A/B out of
+budget is run again with a larger budget, since its rounds can only be resumed where they ran.
 """
 
 from __future__ import annotations
@@ -45,14 +51,16 @@ _UNSEEN = re.compile(r"the baseline run had (.+?); re-measure")
 _ANCHOR = re.compile(r"since the anchor \((.+?)\)")  # checks/creep.py, first in a creep row's note
 
 
-def next_steps(comparison: Comparison, out_dir: Path | None) -> list[str]:
+def next_steps(comparison: Comparison, out_dir: Path | None, artifact: str | None = None) -> list[str]:
     """The actions that would decide this comparison's UNKNOWN rows, most decisive first, one sentence
     each with the command to type; for a FAIL, where its detail lives; nothing for PASS or WARN.
 
-    `out_dir`: the run's result directory, named in commands (`--resume DIR`); None writes DIR."""
+    `out_dir`: the run's result directory, named in commands (`--resume DIR`); None writes DIR.
+    `artifact`: for a reader away from the machine that ran it (a pull request's), the name of the CI
+    artifact holding that directory: files are named within it instead (module docstring)."""
     where = str(out_dir) if out_dir is not None else "DIR"
     if comparison.verdict == "FAIL":
-        return _fail_steps(comparison, where)
+        return _fail_steps(comparison, where, artifact)
     if comparison.verdict != "UNKNOWN":
         return []
     unknown = [c for c in comparison.checks if c.status == "UNKNOWN"]
@@ -64,7 +72,7 @@ def next_steps(comparison: Comparison, out_dir: Path | None) -> list[str]:
         steps.append(_unseen_step(unseen))
     out_of_budget = [c for c in unknown if c.decided_by == "ab" and c not in unseen]
     if out_of_budget:
-        steps.append(_resume_step(out_of_budget, where))
+        steps.append(_resume_step(out_of_budget, where, artifact))
     # A screened row, not one that merely lacks a baseline (those read UNKNOWN for the step above).
     screened = [
         c
@@ -100,7 +108,7 @@ def _unseen_step(rows: list[Check]) -> str:
     )
 
 
-def _resume_step(rows: list[Check], where: str) -> str:
+def _resume_step(rows: list[Check], where: str, artifact: str | None) -> str:
     notes = " ".join(c.note for c in rows)
     if SECONDS_BUDGET in notes:
         budget = "max_seconds"
@@ -110,6 +118,14 @@ def _resume_step(rows: list[Check], where: str) -> str:
         done = max((int(n) for c in rows for n in _ROUNDS.findall(c.note)), default=0)
         above = f" above {done}" if done else ""
         larger = f"`[gate.ab] max_rounds`{above} (the round budget that ran out)"
+    if artifact is not None:
+        # A runner's disk goes with the job, and a resume checks the base out of the run's repository.
+        return (
+            f"the A/B{_sizes(rows)} ran out of its budget (gate.ab.{budget}) before deciding: set "
+            f"{larger} in the job's config file and run the job again (its rounds so far are in the "
+            f"`{artifact}` artifact of this job; `benchgate run --resume` continues them only on the "
+            "machine that ran them)"
+        )
     return (
         f"the A/B{_sizes(rows)} ran out of its budget (gate.ab.{budget}) before deciding: continue from "
         f"its saved rounds with `benchgate run --resume {where}`, adding `--config FILE` where FILE sets "
@@ -131,11 +147,17 @@ def _base_step(rows: list[Check]) -> str:
     )
 
 
-def _fail_steps(comparison: Comparison, where: str) -> list[str]:
+def _fail_steps(comparison: Comparison, where: str, artifact: str | None) -> list[str]:
     failed = [c for c in comparison.checks if c.status == "FAIL"]
     steps = []
     by_ab = [c for c in failed if c.metric == TIMING and c.decided_by == "ab"]
-    if by_ab:
+    if by_ab and artifact is not None:
+        ws = by_ab[0].world_size
+        steps.append(
+            f"download the `{artifact}` artifact of this job: its report.html shows the A/B rounds behind "
+            f"the FAIL (they are in ab/ws{ws}/ab.json), and the trace, where recorded, which steps slowed"
+        )
+    elif by_ab:
         ws = by_ab[0].world_size
         steps.append(
             f"the A/B rounds behind the FAIL are in {where}/ab/ws{ws}/ab.json; report.html shows them "

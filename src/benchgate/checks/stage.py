@@ -11,20 +11,29 @@ from typing import Any
 
 from benchgate.checks.compare import compare, without_reachable_baseline
 from benchgate.checks.creep import with_creep
+from benchgate.checks.paired import with_run_figures
 from benchgate.checks.tables import markdown
 from benchgate.config import RunConfig
 from benchgate.kit.diskfaults import writing
 from benchgate.kit.files import write_json, write_text
 from benchgate.results.bundle import Bundle, load_bundle
-from benchgate.results.comparison import Comparison
+from benchgate.results.comparison import Comparison, load_comparison
 from benchgate.store.anchor import find_anchor
 from benchgate.store.baseline import find_baseline
 
 
-def write_comparison(run_dir: Path, comparison: Comparison) -> None:
-    with writing("the comparison", run_dir / "compare.json"):  # a full or read-only disk: exit 3
-        write_json(run_dir / "compare.json", comparison.to_dict())
+def write_comparison(run_dir: Path, comparison: Comparison) -> Comparison:
+    """compare.json and compare.md; returns the comparison as written.
+
+    A row an A/B decided keeps the figures the compare.json it replaces holds for it (the stored
+    baseline's and this run's), its A/B pair beside them (checks/paired.py): one tokens/s per run."""
+    path = run_dir / "compare.json"
+    if any(c.decided_by == "ab" and c.ab_base is None for c in comparison.checks):
+        comparison = with_run_figures(comparison, load_comparison(path) if path.is_file() else None)
+    with writing("the comparison", path):  # a full or read-only disk: exit 3
+        write_json(path, comparison.to_dict())
         write_text(run_dir / "compare.md", markdown(comparison))
+    return comparison
 
 
 def stage_compare(

@@ -3,10 +3,18 @@
 compare.md leads with what a reader acts on: the verdict, then the next steps that would decide it
 (`next_steps`), then the table; each row's full rule and notes are folded under the table in a
 `<details>` block ("How this was decided"), since a verdict's reader rarely needs the statistics.
+
+The columns mean one thing in every row: *baseline* the stored baseline's figure, *current* this run's
+(its bench: the tokens/s MLflow, `benchgate history` and the report show). A row an A/B decided has a
+second line under it, `↳ <check>, A/B`, with the A/B's own pair ("A/B base", "A/B candidate": another,
+paired measurement) and the paired change and interval that decided. Where the figures alone would not
+explain a status (an A/B or unchanged code decided it, or a PASS lies beyond its tolerance within the
+noise), the status cell says why (`why`); the footnote starts with the rule that decided.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -14,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from benchgate.checks.next_steps import next_steps
+from benchgate.checks.paired import shown_figures
 from benchgate.results.comparison import TIMING, Check, Comparison
 
 STATUS_STYLE = {
@@ -66,23 +75,97 @@ def footnotes(comparison: Comparison) -> list[tuple[str, Check]]:
     return [(f"[{i}]", c) for i, c in enumerate(marked, start=1)]
 
 
-def rows(comparison: Comparison) -> list[list[str]]:
+def _span(low: float, high: float, unit: str) -> str:
+    return f"[{low:+.1f}, {high:+.1f}]{unit}"
+
+
+def why(check: Check) -> str:
+    """Why the row's status is what its figures alone would not say, in the row itself: what decided it
+    where that is not the change shown beside it (an A/B, unchanged code), and a PASS whose change is
+    beyond its tolerance (within noise). Empty where the figures speak for themselves."""
+    unit = "%" if check.change_unit == "%" else f" {check.change_unit}"
+    if check.decided_by == "ab" and check.change is not None:
+        # An UNKNOWN the A/B reached, or one it could not make stand (fingerprints it cannot see): the
+        # note says which.
+        verb = "A/B decided" if check.status in ("PASS", "FAIL") else "A/B"
+        paired = f"{verb}: paired {check.change:+.1f}{unit}"
+        if check.ci_low is not None and check.ci_high is not None:
+            paired += f" {_span(check.ci_low, check.ci_high, unit)}"
+        return paired
+    if check.decided_by == "unchanged":
+        return "unchanged code: the baseline's own commit and setup"
+    beyond = (
+        check.status == "PASS"
+        and check.tolerance is not None
+        and check.change is not None
+        and check.change < -check.tolerance
+    )
+    if beyond and check.ci_low is not None and check.ci_high is not None:
+        span = _span(check.ci_low, check.ci_high, unit)
+        if check.ci_low <= 0 <= check.ci_high:
+            return f"within noise: interval {span} includes 0"
+        return f"within noise: interval {span} reaches above -{check.tolerance:g}{unit}"
+    return ""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the verdict table: its cells before the status, its status ("—" for a row that only
+    shows figures) and why (`why`)."""
+
+    cells: list[str]
+    status: str
+    why: str = ""
+
+    def status_text(self) -> str:
+        return f"{self.status}: {self.why}" if self.why else self.status
+
+
+def _raw_change(check: Check, baseline: float | None, current: float | None) -> str:
+    """The change between the two figures a row shows, where it is not the change that decided it."""
+    if baseline is None or current is None or baseline == 0:
+        return "—"
+    if check.change_unit == "%":
+        return f"{100.0 * (current / baseline - 1.0):+.2f}%"
+    return f"{current - baseline:+.2f}{check.change_unit}"
+
+
+def table_rows(comparison: Comparison) -> list[Row]:
+    """The verdict table's lines. A row an A/B decided shows the stored baseline's figure and this run's
+    (with the change between them), and under it a line of the A/B's own pair, labelled as such, with
+    the paired change and interval that decided (checks/paired.py)."""
     markers = {id(c): marker for marker, c in footnotes(comparison)}
-    return [
-        [
-            f"{c.name} {markers[id(c)]}" if id(c) in markers else c.name,
-            _number(c.baseline, c.unit),
-            _number(c.current, c.unit),
+    lines = []
+    for c in comparison.checks:
+        name = f"{c.name} {markers[id(c)]}" if id(c) in markers else c.name
+        shown = shown_figures(c)
+        if not shown.paired:
+            cells = [name, _number(c.baseline, c.unit), _number(c.current, c.unit), _change(c), _interval(c)]
+            lines.append(Row(cells, c.status, why(c)))
+            continue
+        change = _raw_change(c, shown.baseline, shown.current)
+        cells = [name, _number(shown.baseline, c.unit), _number(shown.current, c.unit), change, "—"]
+        lines.append(Row(cells, c.status, why(c)))
+        pair = [
+            f"↳ {c.name}, A/B",
+            f"A/B base {_number(shown.ab_base, c.unit)}",
+            f"A/B candidate {_number(shown.ab_candidate, c.unit)}",
             _change(c),
             _interval(c),
-            c.status,
         ]
-        for c in comparison.checks
-    ]
+        lines.append(Row(pair, "—"))
+    return lines
+
+
+def rows(comparison: Comparison) -> list[list[str]]:
+    """The table's lines as cells, the status last (without the why: a suite's table, for finding the
+    entry to look at, keeps its status column to the status)."""
+    return [[*row.cells, row.status] for row in table_rows(comparison)]
 
 
 def footnote_lines(comparison: Comparison) -> list[str]:
-    """Under the table: each marked row's whole rule (every condition) and its notes."""
+    """Under the table: each marked row's whole rule (every condition: the one that decided, first) and
+    its notes."""
     lines = []
     for marker, check in footnotes(comparison):
         parts = [f"rule: {check.rule}"] if check.rule else []
@@ -107,9 +190,10 @@ def print_verdict(comparison: Comparison, console: Console) -> None:
     )
     for column in HEADER:
         table.add_column(column, overflow="fold")
-    for row in rows(comparison):
-        status = row[-1]
-        table.add_row(*(escape(cell) for cell in row[:-1]), f"[{STATUS_STYLE[status]}]{status}[/]")
+    for row in table_rows(comparison):
+        style = STATUS_STYLE.get(row.status, "dim")
+        status = f"[{style}]{row.status}[/]" + (f": {escape(row.why)}" if row.why else "")
+        table.add_row(*(escape(cell) for cell in row.cells), status)
     console.print(table)
     for line in footnote_lines(comparison):
         console.print(escape(line), highlight=False)
@@ -146,7 +230,7 @@ def markdown(comparison: Comparison, out_dir: Path | None = None) -> str:
         "| " + " | ".join(HEADER) + " |",
         "|" + "---|" * len(HEADER),
     ]
-    lines += ["| " + " | ".join(row) + " |" for row in rows(comparison)]
+    lines += ["| " + " | ".join([*row.cells, row.status_text()]) + " |" for row in table_rows(comparison)]
     explained = footnote_lines(comparison)
     if explained:
         # GitHub renders Markdown inside <details> only after a blank line.

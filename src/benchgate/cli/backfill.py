@@ -4,8 +4,9 @@ points of the range's history, drawn as a PNG.
 
 Thin: the range and the plan are ranges/commits.py and ranges/backfill.py, the runs and the setup
 ranges/backfill_run.py, what counts as "already measured" tracking/backfill_index.py. Here: the flags,
-the progress bars while commits run, the tables, and the files (`--out`/summary.md, backfill.json, the
-PNG). Bad input is refused before anything runs (exit 2), the range first.
+the progress while commits run (bars on a terminal, stamped lines elsewhere), the tables, and the
+files (`--out`/summary.md, backfill.json, the PNG). Bad input is refused before anything runs (exit
+2), the range first.
 """
 
 from __future__ import annotations
@@ -19,17 +20,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
+from benchgate.cli.progress_lines import ProgressLines, is_live_terminal
+from benchgate.cli.run_output import live_progress, screen
 from benchgate.cli.terminal import (
     BAD_INPUT,
     OK,
@@ -48,6 +44,7 @@ from benchgate.config import RunConfig, load_config
 from benchgate.errors import BenchgateError, ConfigError
 from benchgate.kit.diskfaults import writing
 from benchgate.kit.files import write_json, write_text
+from benchgate.kit.progress import final_count
 from benchgate.ranges.backfill import (
     SUMMARY_COLUMNS,
     PlannedCommit,
@@ -84,6 +81,7 @@ class _Bars:
         self.commits = progress.add_task("commits", total=total)
         self.stage = progress.add_task("", total=None, visible=False)
         self.stage_total: int | None = None
+        self.stage_done: int | None = None
 
     def commit_started(self, commit: RangeCommit) -> Reporter:
         # The bar's text is markup; a subject is shown as written ("[fix]" and all).
@@ -98,22 +96,44 @@ class _Bars:
 
     # The Reporter of the running commit's gate: its stages on the second bar.
     def stage_started(self, name: str, total: int | None = None) -> None:
-        self.stage_total = total
+        self.stage_total, self.stage_done = total, None
         self.progress.reset(self.stage, total=total, description=f"  {name}", visible=True)
 
     def stage_progress(self, done: int, total: int) -> None:
-        self.stage_total = total
+        self.stage_total, self.stage_done = total, done
         self.progress.update(self.stage, completed=done, total=total)
 
     def stage_finished(self, name: str, seconds: float) -> None:
-        total = self.stage_total or 1
-        self.progress.update(self.stage, completed=total, total=total)
+        ran = final_count(self.stage_done, self.stage_total)  # an A/B decided early ends at its rounds
+        self.progress.update(self.stage, completed=ran, total=ran)
+
+
+class _CommitLines:
+    """The backfill's progress as stamped lines: each commit's start and end, its stages under it."""
+
+    def __init__(self, lines: ProgressLines, total: int) -> None:
+        self.lines, self.total, self.done = lines, total, 0  # done: skipped commits count too
+
+    def commit_started(self, commit: RangeCommit) -> Reporter:
+        self.lines.within(f"commit {self.done + 1}/{self.total} {commit.sha[:12]}")
+        self.lines.say(f"{self.lines.scope} {commit.subject[:48]!r} started")
+        return self.lines
+
+    def commit_done(self, row: Row) -> None:
+        self.done += 1
+        self.lines.within("")
+        self.lines.say(f"{row.commit.sha[:12]} {row.status}: {row.verdict or row.note}")
 
 
 @contextmanager
-def _bars(total: int) -> Iterator[_Bars]:
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as progress:
+def _bars(total: int) -> Iterator[_Bars | _CommitLines]:
+    # On stdout as it is now: the commits' gates point sys.stdout at their pipeline log while they run.
+    stream = screen()
+    if not is_live_terminal(stream):
+        with ProgressLines(stream) as lines:
+            yield _CommitLines(lines, total)
+        return
+    with live_progress(stream, transient=True) as progress:
         yield _Bars(progress, total)
 
 

@@ -1,6 +1,7 @@
 """`benchgate bisect --good REF --bad REF`: the first commit of the range slower than --good beyond
 tolerance, found by interleaved A/B between commits (ranges/bisect.py, ranges/bisect_run.py). Thin:
-parse, validate, run, print each step as it is decided and the culprit at the end.
+parse, validate, run, print each step as it is decided (the step running: cli/run_output.step_display)
+and the culprit at the end.
 
 `--submit` runs it on a KFP cluster instead, as one pipeline run (kfp/bisect_pipeline.py): its pod runs
 this command on a full clone, with $BENCHGATE_KFP_RUN_ID set (kfp/bisect_task.py), which tags the MLflow
@@ -19,6 +20,8 @@ from typing import Annotated, NoReturn
 import typer
 
 from benchgate.ab.decision import ABDecision
+from benchgate.cli.progress_lines import ProgressLines
+from benchgate.cli.run_output import LiveSteps, step_display
 from benchgate.cli.terminal import (
     SubmitExperimentOption,
     TrackingUriOption,
@@ -93,10 +96,10 @@ def decision_text(decision: ABDecision) -> str:
 
 
 class _Printer:
-    """The bisect's listener: a line as each A/B starts, and one as each step is decided."""
+    """The bisect's listener: a line as each A/B starts (the display's step until then), one when decided."""
 
-    def __init__(self, span: BisectRange) -> None:
-        self.span = span
+    def __init__(self, span: BisectRange, display: LiveSteps | ProgressLines) -> None:
+        self.span, self.display = span, display
 
     def note(self, text: str) -> None:
         errors.print(f"note: {text}", markup=False, highlight=False, soft_wrap=True)
@@ -104,13 +107,15 @@ class _Printer:
     def ab_started(self, number: int, base: str, candidate: str, more_rounds: bool) -> None:
         against = "good" if base == self.span.good.sha else "its parent"
         more = ", more rounds after an UNKNOWN" if more_rounds else ""
-        _say(f"step {number}: A/B of {candidate[:12]} against {against} {base[:12]}{more} ...")
+        self.display.say(f"step {number}: A/B of {candidate[:12]} against {against} {base[:12]}{more} ...")
+        self.display.begin(f"step {number}: A/B of {candidate[:12]}")
 
     def step_decided(self, step: Step, subject: str) -> None:
         against = "its parent" if step.role == "culprit" else "good"
         more = " (after more rounds)" if step.more_rounds else ""
         left = f"{step.commits_left} commit{'s' if step.commits_left != 1 else ''} left"
-        _say(
+        self.display.end()
+        self.display.say(
             f"step {step.number}  {step.candidate[:12]} {subject!r} vs {against}: "
             f"{decision_text(step.decision)}{more}; {left}"
         )
@@ -267,7 +272,8 @@ def bisect(
         from benchgate.kfp.bisect_task import KFP_RUN_ID_VARIABLE  # set by the pod of a --submit
 
         kfp_run_id = os.environ.get(KFP_RUN_ID_VARIABLE, "")
-        report = run_bisect(cfg, span, out, world_size, _Printer(span), kfp_run_id)
+        with step_display() as display:
+            report = run_bisect(cfg, span, out, world_size, _Printer(span, display), kfp_run_id)
     except BenchgateError as exc:
         if not on_cluster:
             _point_at_results(out)

@@ -4,8 +4,11 @@ surely); with `--check` exit 1 on a regression among the newest runs that nobody
 `benchgate history ack RUN_ID --reason TEXT` to accept one.
 
 Runs are read in their commit's order on the branch checked out where the command runs (first parents),
-falling back to start time when a run's commit is not on it. Exit codes are those of the other MLflow
-commands (cli/tracking.py).
+falling back to start time when a run's commit is not on it. A series is one workload on one branch
+(history/series.RunGroup): runs of several are drawn as a line each and searched for change points each
+on their own, never as one line; `--workload` and `--branch` pick one. The tokens/s shown is the run's
+one figure (results/figures.RUN_TOKENS_PER_S), as in the verdict table, `baseline show` and MLflow.
+Exit codes are those of the other MLflow commands (cli/tracking.py).
 """
 
 from __future__ import annotations
@@ -40,14 +43,15 @@ from benchgate.cli.tracking import (
 )
 from benchgate.errors import EXIT_REGRESSION, BenchgateError
 from benchgate.kit.diskfaults import writing
+from benchgate.results.figures import RUN_TOKENS_PER_S
 
 if TYPE_CHECKING:
     from benchgate.history.series import FigureChange
     from benchgate.results.figures import HistoryPoint
 
 HISTORY_COLUMNS = (
-    ("tok/s ws1", "ws1/tokens_per_s_p50", "{:,.0f}"),
-    ("step ms ws1", "ws1/step_time_ms_p50", "{:.1f}"),
+    ("tok/s ws1", f"ws1/{RUN_TOKENS_PER_S}", "{:,.0f}"),
+    ("mean step ms ws1", "ws1/step_time_ms_mean", "{:.1f}"),
     ("mem MiB ws1", "ws1/peak_memory_mib", "{:,.0f}"),
     ("scaling %", "scaling_efficiency_pct", "{:.1f}"),
     ("perplexity", "eval/perplexity", "{:.4f}"),
@@ -74,6 +78,10 @@ def history(
     ctx: typer.Context,
     profile: ProfileOption = None,
     workload: WorkloadOption = None,
+    branch: Annotated[
+        str | None,
+        typer.Option(metavar="NAME", help="Only the runs of this branch (e.g. main).  [default: all]"),
+    ] = None,
     last: Annotated[
         int | None,
         typer.Option(
@@ -101,7 +109,10 @@ def history(
         ),
     ] = False,
     recent: Annotated[
-        int, typer.Option(min=1, metavar="N", help="--check looks at changes starting in the newest N runs.")
+        int,
+        typer.Option(
+            min=1, metavar="N", help="--check looks at changes starting in the newest N runs of each series."
+        ),
     ] = 10,
     png: Annotated[Path, typer.Option(metavar="FILE", help="Where to write the plot.")] = Path(
         "benchgate-history.png"
@@ -112,23 +123,25 @@ def history(
     """The last runs of a machine profile: a table of key figures and a PNG of them over commits."""
     if ctx.invoked_subcommand is not None:
         return
-    from benchgate.history.series import in_commit_order
+    from benchgate.history.series import in_commit_order, run_groups
     from benchgate.measure.source import branch_commits
     from benchgate.publish.plots import history_png
-    from benchgate.tracking import client as tracking
     from benchgate.tracking import read as tracking_read
 
     changes = changes or check
     limit = last or (LAST_RUNS_FOR_CHANGES if changes else LAST_RUNS)
     try:
-        tracker, profile, runs = profile_runs(config, tracking_uri, profile, workload, limit=limit)
+        tracker, profile, runs = profile_runs(
+            config, tracking_uri, profile, workload, limit=limit, branch=branch
+        )
     except BenchgateError as exc:
         fail(exc)
     if not runs:
-        console.print(f"no gate runs in MLflow for machine profile {profile!r} at {tracker.uri}")
+        on = f" on branch {branch!r}" if branch else ""
+        console.print(f"no gate runs in MLflow for machine profile {profile!r}{on} at {tracker.uri}")
         raise typer.Exit(0)
-    workloads = {run.info.run_id: run.data.tags.get(tracking.TAG_WORKLOAD, "") for run in runs}
-    points = in_commit_order([tracking_read.history_point(run) for run in runs], branch_commits(Path.cwd()))
+    order = branch_commits(Path.cwd())
+    points = in_commit_order([tracking_read.history_point(run) for run in runs], order)
     table = Table(title=f"history · {profile} · last {len(points)}", title_justify="left")
     for column in ("date", "commit", "branch", "workload", "verdict", "baseline"):
         table.add_column(column)
@@ -142,13 +155,21 @@ def history(
             when(point.created_unix),
             (point.commit or "?")[:12],
             point.branch or "",
-            workloads.get(str(point.run_id), ""),
+            point.workload or "",
             point.verdict or "",
             "yes" if point.is_baseline else "",
             *cells,
         )
     console.print(table)
-    found = _print_changes(points, len(set(workloads.values())) > 1) if changes else []
+    groups = [group.label for group, _ in run_groups(points)]
+    if len(groups) > 1:
+        console.print(
+            f"note: these runs are {len(groups)} series (workload @ branch): {', '.join(groups)}; each is "
+            "its own line in the plot and has its own change points. --workload NAME and --branch NAME "
+            "pick one",
+            markup=False,
+        )
+    found = _print_changes(points, order) if changes else []
     try:
         with writing("the plot", png):
             marks = [(change.panel, change.run.run_id) for change in found]
@@ -156,16 +177,14 @@ def history(
     except BenchgateError as exc:
         fail(exc)
     if check:
-        _check(found, points, recent)
+        _check(found, points, recent, order)
 
 
-def _print_changes(points: list[HistoryPoint], mixed_workloads: bool) -> list[FigureChange]:
+def _print_changes(points: list[HistoryPoint], order: list[str] | None) -> list[FigureChange]:
     from benchgate.history.changes import ALPHA
-    from benchgate.history.series import figure_changes
+    from benchgate.history.series import grouped_changes
 
-    if mixed_workloads:
-        console.print("note: these runs are of several workloads; pass --workload NAME to see one's changes")
-    found = figure_changes(points)
+    found = grouped_changes(points, order)
     if not found:
         console.print(f"change points: none in {len(points)} runs (at the {ALPHA:.0%} level)")
         return found
@@ -176,11 +195,14 @@ def _print_changes(points: list[HistoryPoint], mixed_workloads: bool) -> list[Fi
 def change_table(found: list[FigureChange]) -> Table:
     """The change points found, a row each (also `benchgate backfill`'s, over the range's runs)."""
     table = Table(title="change points (the first run at the new level)", title_justify="left")
-    for column in ("figure", "commit", "date", "change", "95% CI", "p", "runs before/after", "", "run"):
+    series = any(change.series for change in found)  # several series: say whose change each is
+    columns = ("figure", "commit", "date", "change", "95% CI", "p", "runs before/after", "", "run")
+    for column in ("series", *columns) if series else columns:
         table.add_column(column)
     for change in found:
         point = change.point
         table.add_row(
+            *([change.series] if series else []),
             change.figure,
             (change.run.commit or "?")[:12],
             when(change.run.created_unix),
@@ -202,17 +224,21 @@ def _label(change: FigureChange) -> str:
     return "[red]regression[/]"
 
 
-def _check(found: list[FigureChange], points: list[HistoryPoint], recent: int) -> None:
-    from benchgate.history.series import unacknowledged_regressions
+def _check(
+    found: list[FigureChange], points: list[HistoryPoint], recent: int, order: list[str] | None
+) -> None:
+    from benchgate.history.series import grouped_regressions, run_groups
 
-    alerts = unacknowledged_regressions(found, points, recent)
+    alerts = grouped_regressions(found, points, recent, order)
     if not alerts:
         newest = min(recent, len(points))
-        console.print(f"check: no unacknowledged regression starts in the newest {newest} runs")
+        each = " of each series" if len(run_groups(points)) > 1 else ""
+        console.print(f"check: no unacknowledged regression starts in the newest {newest} runs{each}")
         return
     for change in alerts:
+        of = f"{change.figure} ({change.series})" if change.series else change.figure
         console.print(
-            f"check: regression of {change.figure} by {change.point.change_pct:+.1f}% from commit "
+            f"check: regression of {of} by {change.point.change_pct:+.1f}% from commit "
             f"{(change.run.commit or '?')[:12]} (run {change.run.run_id}); if it is wanted, accept it with "
             f"`benchgate history ack {change.run.run_id} --reason TEXT`",
             markup=False,

@@ -31,6 +31,7 @@ from benchgate.cli.comment import comment
 from benchgate.cli.doctor import DOCTOR_CODES, doctor
 from benchgate.cli.history import history_app
 from benchgate.cli.run_output import (
+    ResumedRounds,
     print_next_steps,
     print_resumed_outcome,
     print_run_outcome,
@@ -234,7 +235,10 @@ def _resume(directory: Path, config: Path | None) -> None:
 
     try:
         settings = load_config(config) if config is not None else None
-        comparison = resume_gate(directory, settings)
+        with stage_progress() as reporter:
+            counted = ResumedRounds(reporter)
+            comparison = resume_gate(directory, settings, counted.on_round)
+            counted.finish()
     except BenchgateError as exc:
         _fail(exc)
     print_resumed_outcome(comparison, directory.resolve())

@@ -2,17 +2,23 @@
 opening figure: what it can resolve on this machine), and, once a verdict is in, the lines that say
 where everything is (results, pipeline log, baseline, MLflow run) and what decides it (`next:`).
 `benchgate compare` and `run --resume` end with the same `next:` lines.
+
+The progress is drawn on stdout as the command found it (the pipeline points sys.stdout at its log
+while it runs): live bars where that is a terminal, and where it is not (CI, a pipe, `| tee`, TERM=dumb),
+where rich would draw nothing until the end, stamped lines as things happen (cli/progress_lines.py).
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -24,10 +30,12 @@ from rich.progress import (
 
 from benchgate.ab.power import is_opening_line
 from benchgate.checks.tables import print_verdict, step_lines
+from benchgate.cli.progress_lines import ProgressLines, is_live_terminal
 from benchgate.cli.terminal import console
 from benchgate.cli.tracking import mlflow_ui_command
 from benchgate.kfp.local_run import GateOutcome
 from benchgate.kit.files import read_json
+from benchgate.kit.progress import Reporter, final_count
 from benchgate.publish.policy import BASELINE_DECISION_FILE
 
 
@@ -36,56 +44,118 @@ class RichReporter:
 
     The A/B task's opening figure (ab/power.py) arrives as a stage marker of its own, followed by its
     rounds' stage announced again: the figure is printed above the bars, and the announcement of the
-    stage already running only updates its bar."""
+    stage already running only updates its bar. A stage that counted ends at its count: an A/B that
+    decided after 4 of at most 27 rounds ends 4/4."""
 
     def __init__(self, progress: Progress) -> None:
         self.progress = progress
         self.task: Any = None
         self.running: str | None = None
+        self.done: int | None = None
+        self.total: int | None = None
 
     def stage_started(self, name: str, total: int | None = None) -> None:
         if is_opening_line(name):
             self.progress.console.print(name, markup=False, highlight=False, soft_wrap=True)
             return
         if name == self.running:
+            self.total = total
             self.progress.update(self.task, total=total)
             return
         self.task = self.progress.add_task(name, total=total)
-        self.running = name
+        self.running, self.done, self.total = name, None, total
 
     def stage_progress(self, done: int, total: int) -> None:
+        self.done, self.total = done, total
         self.progress.update(self.task, completed=done, total=total)
 
     def stage_finished(self, name: str, seconds: float) -> None:
         self.running = None
-        total = self.progress.tasks[-1].total or 1
-        self.progress.update(self.task, completed=total, total=total, description=f"{name} ({seconds:.1f} s)")
+        ran = final_count(self.done, self.total)
+        self.progress.update(self.task, completed=ran, total=ran, description=f"{name} ({seconds:.1f} s)")
 
 
-def lasting_progress() -> Progress:
-    """Progress bars that stay on screen after the run (transient=False): they are its stage log.
+def screen() -> TextIO:
+    """Where a command draws its progress: stdout as it is now, at the command's start. While the
+    pipeline runs, `benchgate run` points sys.stdout at the pipeline log (kfp/local_run.py), and a
+    console that follows sys.stdout (as `terminal.console` does) would draw into the log instead."""
+    return sys.stdout
 
-    Their console writes to the stream stdout is now. While the pipeline runs, `benchgate run` points
-    sys.stdout at the pipeline log (kfp/local_run.py), and a console that follows sys.stdout (as
-    `terminal.console` does) would stop drawing the bars there (the log is no terminal) and would print
-    the A/B's opening figure into the log instead of on screen."""
-    stream = sys.stdout
+
+def live_progress(stream: TextIO, transient: bool = False) -> Progress:
+    """Bars on the terminal `stream`; lasting ones (transient=False) stay on screen as the run's stage
+    log."""
     return Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=Console(file=stream, width=None if stream.isatty() else console.width),
-        transient=False,
+        console=Console(file=stream),
+        transient=transient,
     )
 
 
 @contextmanager
-def stage_progress() -> Iterator[RichReporter]:
-    """A reporter of the gate's stages, one lasting bar each."""
-    with lasting_progress() as progress:
+def stage_progress() -> Iterator[Reporter]:
+    """A reporter of the gate's stages: one lasting bar each on a terminal, stamped lines elsewhere."""
+    stream = screen()
+    if not is_live_terminal(stream):
+        with ProgressLines(stream) as lines:
+            yield lines
+        return
+    with live_progress(stream) as progress:
         yield RichReporter(progress)
+
+
+class ResumedRounds:
+    """`run --resume`'s A/B rounds as one stage: each round's look as it is taken (the rounds of the
+    saved decision included), ending at the rounds that ran."""
+
+    NAME = "A/B (resumed rounds)"
+
+    def __init__(self, reporter: Reporter) -> None:
+        self.reporter, self.started = reporter, time.monotonic()
+        reporter.stage_started(self.NAME)
+
+    def on_round(self, done: int, decision: Any) -> None:
+        # The rounds so far, of a budget the saved config or --config sets: the count is what matters.
+        self.reporter.stage_progress(done, done)
+
+    def finish(self) -> None:
+        self.reporter.stage_finished(self.NAME, time.monotonic() - self.started)
+
+
+class LiveSteps:
+    """A command's long steps (bisect's A/B steps) as one transient bar on a terminal: its name, a
+    spinner and the time it has run, with the command's own lines printed above it. The same three
+    calls as ProgressLines, which draws them where stdout is no terminal."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.task = progress.add_task("", total=None, visible=False)
+
+    def say(self, text: str) -> None:
+        self.progress.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def begin(self, name: str, total: int | None = None) -> None:
+        self.progress.reset(self.task, total=total, description=escape(name), visible=True)
+
+    def end(self) -> None:
+        # Redrawn now: a line said next would otherwise reprint the last frame, bar and all, below it.
+        self.progress.update(self.task, visible=False, refresh=True)
+
+
+@contextmanager
+def step_display() -> Iterator[LiveSteps | ProgressLines]:
+    """LiveSteps on a terminal, stamped lines (with a periodic line while a step runs) elsewhere."""
+    stream = screen()
+    if not is_live_terminal(stream):
+        with ProgressLines(stream) as lines:
+            yield lines
+        return
+    with live_progress(stream, transient=True) as progress:
+        yield LiveSteps(progress)
 
 
 def print_run_outcome(outcome: GateOutcome) -> None:

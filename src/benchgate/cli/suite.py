@@ -1,8 +1,9 @@
 """`benchgate suite run | report`: several gate runs from one suite.toml (docs/suites.md).
 
 Thin: read the suite file, pass the local pipeline's `run_gate` as the gate of each entry
-(suite/runner.py), draw one progress bar across entries, print the table grouped by entry, and exit
-with the suite's code. `report` draws a finished suite's Pareto view again (suite/report.py).
+(suite/runner.py), draw one progress bar across entries (stamped lines where stdout is no terminal:
+cli/progress_lines.py), print the table grouped by entry, and exit with the suite's code. `report`
+draws a finished suite's Pareto view again (suite/report.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import typer
 from rich.markup import escape
 from rich.progress import Progress
 
-from benchgate.cli.run_output import lasting_progress
+from benchgate.cli.progress_lines import ProgressLines, is_live_terminal
+from benchgate.cli.run_output import live_progress, screen
 from benchgate.cli.terminal import (
     APP_SETTINGS,
     BAD_INPUT,
@@ -106,9 +108,32 @@ class _EntryBar:
         self.progress.update(self.task, description=escape(text))
 
 
+class _EntryLines:
+    """The entries as stamped lines: each entry's start and end, its stages under its name."""
+
+    def __init__(self, lines: ProgressLines) -> None:
+        self.lines = lines
+
+    def entry_started(self, position: int, total: int, name: str) -> Reporter:
+        self.lines.within(f"entry {position}/{total} {name}")
+        self.lines.say(f"{self.lines.scope} started")
+        return self.lines
+
+    def entry_finished(self, position: int, total: int, record: dict[str, Any]) -> None:
+        outcome = record["verdict"] or f"error (exit {record['exit_code']})"
+        seconds = record["seconds"] or 0.0
+        self.lines.within("")
+        self.lines.say(f"entry {position}/{total} {record['name']}: {outcome} ({seconds:.1f} s)")
+
+
 @contextmanager
-def _entry_bar(total: int) -> Iterator[_EntryBar]:
-    with lasting_progress() as progress:
+def _entry_bar(total: int) -> Iterator[_EntryBar | _EntryLines]:
+    stream = screen()
+    if not is_live_terminal(stream):
+        with ProgressLines(stream) as lines:
+            yield _EntryLines(lines)
+        return
+    with live_progress(stream) as progress:
         yield _EntryBar(progress, total)
 
 

@@ -171,6 +171,7 @@ def baseline_show(
     tracking_uri: UriOption = None,
 ) -> None:
     """The current baseline of a machine profile in MLflow, one per workload, and its pinned anchor."""
+    from benchgate.results.figures import run_tokens_per_s
     from benchgate.tracking import anchor as tracking_anchor
     from benchgate.tracking import client as tracking
     from benchgate.tracking import read as tracking_read
@@ -196,15 +197,12 @@ def baseline_show(
         print_anchors(profile, anchors)
         return
     table = Table(title=f"baselines · {profile}", title_justify="left")
-    for column in ("workload", "run", "commit", "branch", "since", "reason", "tokens/s p50 by ws"):
+    for column in ("workload", "run", "commit", "branch", "since", "reason", "tokens/s by ws"):
         table.add_column(column, overflow="fold")
     for name, run in sorted(newest.items()):
-        tags, metrics = run.data.tags, run.data.metrics
-        rates = ", ".join(
-            f"ws{key[2:].split('/')[0]}: {value:,.0f}"
-            for key, value in sorted(metrics.items())
-            if key.endswith("/tokens_per_s_p50")
-        )
+        tags = run.data.tags
+        # The run's one tokens/s, as the verdict table and `benchgate history` show it.
+        rates = ", ".join(f"ws{ws}: {rate:,.0f}" for ws, rate in run_tokens_per_s(run.data.metrics).items())
         table.add_row(
             name,
             run.info.run_id,

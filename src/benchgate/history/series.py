@@ -15,16 +15,21 @@ of memory or perplexity is a regression (`is_regression`).
 Runs are ordered by their commit's place on the branch when `commit_order` (oldest first, e.g. `git
 rev-list --first-parent --reverse`) holds every run's commit; otherwise by start time. Several runs of
 one commit keep their start-time order.
+
+A series is one workload on one branch (`RunGroup`): two workloads' tokens/s are different quantities,
+and a feature branch's runs are not the next commits of main, so a level "moving" between them is no
+change point. `run_groups` splits runs into such series; `grouped_changes` finds the change points of
+each on its own (what `benchgate history` reports, each series drawn as its own line).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from benchgate.history.changes import ALPHA, ChangePoint, change_points
-from benchgate.results.figures import HistoryPoint
+from benchgate.results.figures import RUN_TOKENS_PER_S, HistoryPoint
 
 _WS = re.compile(r"^ws(\d+)/")
 
@@ -47,6 +52,7 @@ class FigureChange:
     run: HistoryPoint
     point: ChangePoint
     lower_is_worse: bool
+    series: str = ""  # the RunGroup's label where the changes of several series are listed together
 
     @property
     def is_regression(self) -> bool:
@@ -96,7 +102,7 @@ def series_of(runs: Sequence[HistoryPoint]) -> list[Series]:
     world_sizes = sorted({int(m[1]) for run in runs for key in run.figures if (m := _WS.match(key))})
     found: list[Series | None] = []
     for ws in world_sizes:
-        rate, mean = f"ws{ws}/tokens_per_s_p50", f"ws{ws}/step_time_ms_mean"
+        rate, mean = f"ws{ws}/{RUN_TOKENS_PER_S}", f"ws{ws}/step_time_ms_mean"
         found.append(_series(f"tokens/s ws={ws}", rate, list(runs), _inverse(mean), True))
         corrected = f"ws{ws}/step_time_per_reference_mean"
         if runs and all(corrected in run.figures for run in runs):
@@ -123,4 +129,55 @@ def unacknowledged_regressions(
     """The regressions among `changes` that start in one of the newest `recent` runs and that nobody
     acknowledged (`benchgate history ack`): what the nightly check fails on."""
     newest = {run.run_id for run in runs[-recent:]}
+    return [c for c in changes if c.is_regression and c.run.run_id in newest and not c.run.acknowledged]
+
+
+@dataclass(frozen=True)
+class RunGroup:
+    """The runs that form one series: one workload on one branch (None: not recorded)."""
+
+    workload: str | None
+    branch: str | None
+
+    @property
+    def label(self) -> str:
+        return f"{self.workload or '(workload not recorded)'} @ {self.branch or '(no branch)'}"
+
+
+def run_groups(runs: Sequence[HistoryPoint]) -> list[tuple[RunGroup, list[HistoryPoint]]]:
+    """`runs` split by workload and branch, each group's runs in the given order, the groups in the
+    order of their first run."""
+    groups: dict[RunGroup, list[HistoryPoint]] = {}
+    for run in runs:
+        groups.setdefault(RunGroup(run.workload, run.branch), []).append(run)
+    return list(groups.items())
+
+
+def grouped_changes(
+    runs: Sequence[HistoryPoint], commit_order: Sequence[str] | None = None, alpha: float = ALPHA
+) -> list[FigureChange]:
+    """The change points of every series (workload and branch) of `runs`, each searched on its own runs
+    only, in commit order where `commit_order` holds all of that series' commits (else start time);
+    each change names its series where there are several."""
+    groups = run_groups(runs)
+    changes = []
+    for group, members in groups:
+        ordered = in_commit_order(members, commit_order) if commit_order else members
+        label = group.label if len(groups) > 1 else ""
+        changes += [replace(c, series=label) for c in figure_changes(ordered, alpha)]
+    return changes
+
+
+def grouped_regressions(
+    changes: Sequence[FigureChange],
+    runs: Sequence[HistoryPoint],
+    recent: int,
+    commit_order: Sequence[str] | None = None,
+) -> list[FigureChange]:
+    """As `unacknowledged_regressions`, "newest" counted within each series: a regression among the
+    newest `recent` runs of its own workload and branch, however many other series' runs came since."""
+    newest = set()
+    for _, members in run_groups(runs):
+        ordered = in_commit_order(members, commit_order) if commit_order else members
+        newest |= {run.run_id for run in ordered[-recent:]}
     return [c for c in changes if c.is_regression and c.run.run_id in newest and not c.run.acknowledged]

@@ -7,7 +7,8 @@ is empty): the baseline store, the spool and MLflow's embedded store are the con
 (`gate.baseline_dir`, `tracking.spool_dir`, `tracking.local_dir`), on this disk, so they persist.
 
 This module only adds what a terminal user needs around it: fail-fast checks before minutes of work,
-the tasks' stage markers turned into progress bars (kfp.local's own log goes to logs/pipeline.log), and
+the tasks' stage markers handed to the caller's Reporter as each line arrives (kfp.local's own log goes
+to logs/pipeline.log, written line by line so that `tail -f` follows it), and
 the results gathered from the pipeline root into `config.out` in the familiar layout (with report.html),
 and what became of the run in MLflow. A task's error comes back as the same BenchgateError (and exit
 code) it raised. A verdict is not an error: the gate task says it and succeeds here (`tasks.gate_task`),
@@ -184,7 +185,7 @@ def _run_pipeline(
     )
     started = time.perf_counter()
     with (
-        open(log_path, "w", encoding="utf-8") as log,
+        open(log_path, "w", encoding="utf-8", buffering=1) as log,  # line-buffered: followable live
         contextlib.redirect_stdout(_Relay(log, MarkerRelay(timed))),
         warnings.catch_warnings(),
         _tasks_tied_to_this_process(),

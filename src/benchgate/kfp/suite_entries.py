@@ -10,11 +10,12 @@ the gate pipeline's `workload_args` does). One entry:
      "config": {"bench": {"precision": "bf16"}, "eval": {"enabled": false}}}
 
 `config` is the entry's own config table with its variant applied (precision -> bench.precision,
-compile -> bench.compile), `workload_args` its args with the variant's batch_size: the same expansion
-as a local suite's (`suite.spec.entry_config`), so an entry is gated alike here and on a cluster.
-`variant` is kept as written, for suite.json. In the env task the entry goes over the pipeline's own
-parameters (`apply_entry`): its workload and arguments replace the pipeline's, its config goes over the
-pipeline's `config`, and bench.name is the entry's name, under which its results are stored.
+compile -> bench.compile, batch_size -> eval.batch_size), `workload_args` its args with the variant's
+batch_size: the same expansion as a local suite's (`suite.spec.entry_config`), so an entry is gated
+alike here and on a cluster. `variant` is kept as written, for suite.json. In the env task the entry
+goes over the pipeline's own parameters (`apply_entry`): its workload and arguments replace the
+pipeline's, its config goes over the pipeline's `config`, and bench.name is the entry's name, under
+which its results are stored.
 """
 
 from __future__ import annotations
@@ -48,7 +49,11 @@ def entry_object(entry: SuiteEntry) -> dict[str, Any]:
     if "batch_size" in variant:
         args["batch_size"] = variant["batch_size"]
     bench = {key: variant[key] for key in ("precision", "compile") if key in variant}
-    config = merged_tables(entry.config, {"bench": bench}) if bench else dict(entry.config)
+    overrides: dict[str, Any] = {"bench": bench} if bench else {}
+    if "batch_size" in variant:
+        # The eval follows the variant's batch size, as a local suite's entries do (suite/spec.py).
+        overrides["eval"] = {"batch_size": variant["batch_size"]}
+    config = merged_tables(entry.config, overrides) if overrides else dict(entry.config)
     return {
         "name": entry.name,
         "workload": entry.workload,

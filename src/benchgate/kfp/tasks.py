@@ -248,8 +248,9 @@ def compare_task(
     largest world size ran across nodes: A/B runs both sides on one node, so it does not decide that
     one, whose screened verdict stands (the task's log says so).
     """
+    from benchgate.ab.host_fit import host_ab_worlds, mark_not_measured
     from benchgate.ab.stage import ab_base_commit, worlds_for_ab
-    from benchgate.checks.stage import stage_compare
+    from benchgate.checks.stage import stage_compare, write_comparison
     from benchgate.kfp.multinode_task import ab_on_one_node
     from benchgate.tracking.refresh import refresh_baseline
 
@@ -269,6 +270,12 @@ def compare_task(
         worlds, note = ab_on_one_node(worlds, config.bench.world_sizes or [], multi_node)
         if note:
             print(f"benchgate compare: {note}", flush=True)
+        worlds, unmeasurable = host_ab_worlds(worlds, env, config.gate.ab.cores_per_rank)
+        if unmeasurable:
+            comparison = mark_not_measured(comparison, unmeasurable)
+            write_comparison(out, comparison)
+            for why in unmeasurable.values():
+                print(f"benchgate compare: {why}", flush=True)
         publish_verdict(out, verdict_markdown, figures)
         if worlds and baseline is not None and config.gate.baseline_dir != configured.gate.baseline_dir:
             hand_over_baseline(baseline.path, out)  # the A/B task's pod starts with an empty store

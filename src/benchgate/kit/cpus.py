@@ -77,6 +77,16 @@ def usable_cpus(cgroup: CgroupPaths = HOST_CGROUP) -> int:
     return cpu_budget(cgroup).usable
 
 
+def threads_within(requested: int, budget: CpuBudget) -> int:
+    """`requested` threads, or the budget's usable CPUs where there are fewer (at least 1).
+
+    More threads than CPUs do not share the work, they wait for each other: each parallel region of
+    torch ends at a barrier that lasts until the last thread is scheduled again, so on 2 cores with one
+    kept busy by another process 2 threads ran the eval 2 to 26 times slower than 1.
+    """
+    return max(1, min(requested, budget.usable))
+
+
 def cpu_quota(cgroup: CgroupPaths = HOST_CGROUP) -> float | None:
     """The smallest CPU quota over both hierarchies and all ancestors, in CPUs; None if there is none."""
     quotas: list[float] = []

@@ -53,6 +53,7 @@ from benchgate.measure.steps import (
 )
 from benchgate.measure.sysmetrics import device_window, sampling
 from benchgate.measure.turns import SIDES, TurnClient
+from benchgate.results.figures import mean_step_time
 from benchgate.workloads.base import load_workload
 from benchgate.workloads.flops import PeakFlops, resolve_peak
 from benchgate.workloads.training import build_trainer, resolve_device, resolve_precision
@@ -249,7 +250,11 @@ def run_worker(
         "tokens_per_step_global": global_tokens,
         "step_time_s": stats.summarize(step_times).to_dict(),
         "tokens_per_s": tokens_summary.to_dict(),
-        "mfu": mfu_block(workload, counted, tokens_summary.p50, peak, world_size, resolved.reason),
+        # MFU of the run's tokens/s (results/figures.run_rate: tokens per step over the mean step time),
+        # the one figure every view shows, so the MFU beside it is of that figure.
+        "mfu": mfu_block(
+            workload, counted, global_tokens / mean_step_time(step_times), peak, world_size, resolved.reason
+        ),
         "memory": memory_block(device.type, gathered),
         "loss_slope": stats.linear_slope(mean_loss).to_dict() if bench.steps >= 3 else None,
         "wall_s": wall_s,

@@ -1,11 +1,15 @@
 """Deterministic eval on the bundled shard: a short fixed-seed training run, then perplexity and probes.
 
-Determinism: fixed seeds, greedy decoding, a fixed byte tokenizer, fp32, deterministic algorithms and,
-on CPU, a fixed thread count (`eval.threads`, not the machine's core count): the same code and inputs
-give the same numbers bit for bit on the same kind of CPU. On a GPU host the eval runs on the GPU (a
-GPT-2-sized model would take minutes on the host CPU) with cuBLAS's deterministic workspace and TF32
-off, so it repeats on the same GPU model, which the machine profile pins. Every setting that changes
-the numbers is written into eval.json, and compare only compares evals with equal settings.
+Determinism: fixed seeds, greedy decoding, a fixed byte tokenizer, deterministic algorithms and, on
+CPU, a fixed thread count (`eval.threads`, 1 unless set, not the machine's core count): the same code
+and inputs give the same numbers bit for bit on the same kind of CPU. On a GPU host the eval runs on
+the GPU (a GPT-2-sized model would take minutes on the host CPU) with cuBLAS's deterministic workspace
+and TF32 off, so it repeats on the same GPU model, which the machine profile pins. Every setting that
+changes the numbers is written into eval.json, and compare only compares evals with equal settings.
+
+The eval scores the model as the bench trains it: at the bench's precision (bench.precision: fp32, or
+bf16 autocast around the forward passes), and on eval.batch_size windows per step, which a suite sets
+to its variant's batch size. An fp32 and a bf16 variant thus get their own perplexities.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ from torch import nn
 
 from benchgate.config import EvalConfig, RunConfig
 from benchgate.errors import ConfigError, RunFailedError
+from benchgate.kit.cpus import cpu_budget, threads_within
 from benchgate.kit.files import write_json
+from benchgate.kit.progress import count_step
 from benchgate.measure.gpu_required import require_visible_gpu
 from benchgate.workloads.base import Workload, load_workload, missing_eval_hook
 from benchgate.workloads.shard import Probe, Shard, decode, encode, load_shard, sample_windows
-from benchgate.workloads.training import resolve_device
+from benchgate.workloads.training import autocast_context, resolve_device, resolve_precision
 
 
 @contextlib.contextmanager
@@ -54,7 +60,7 @@ def _logits(workload: Workload, model: nn.Module, tokens: torch.Tensor) -> torch
 
 
 def train_on_shard(
-    workload: Workload, shard: Shard, settings: EvalConfig, device: torch.device
+    workload: Workload, shard: Shard, settings: EvalConfig, device: torch.device, precision: str = "fp32"
 ) -> tuple[nn.Module, list[float]]:
     torch.manual_seed(settings.seed)
     model = workload.build_model(device)
@@ -63,14 +69,16 @@ def train_on_shard(
     losses = []
     for step in range(settings.train_steps):
         batch = sample_windows(shard.train, settings.batch_size, settings.seq_len + 1, generator).to(device)
-        logits = _logits(workload, model, batch[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
+        with autocast_context(precision, device):  # the forward pass and loss only, as the bench's step
+            logits = _logits(workload, model, batch[:, :-1])
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1))
         if not torch.isfinite(loss):
             raise RunFailedError(f"eval: training loss is {loss.item()} at step {step}")
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.item())
+        count_step(step + 1, settings.train_steps)  # the eval task's progress (kit/progress.py)
     return model, losses
 
 
@@ -130,7 +138,8 @@ def run_eval(config: RunConfig, out: Path) -> dict[str, Any]:
         result["skipped"] = missing
         write_json(out, result)
         return result
-    settings = config.eval
+    # eval.threads, capped at the usable CPUs; eval.json's settings say how many ran (config.py).
+    settings = config.eval.model_copy(update={"threads": threads_within(config.eval.threads, cpu_budget())})
     if settings.seq_len > workload.eval_seq_len:  # type: ignore[attr-defined]
         raise ConfigError(
             f"eval.seq_len: got {settings.seq_len}, but workload {workload.name} accepts at most "
@@ -138,16 +147,21 @@ def run_eval(config: RunConfig, out: Path) -> dict[str, Any]:
         )
     require_visible_gpu(config.bench.device)  # a GPU node whose torch sees no GPU stops here (exit 2)
     device = resolve_device(config.bench.device)
+    precision = resolve_precision(config.bench.precision, device)
     started = time.perf_counter()
     shard = load_shard()
     with deterministic_torch(settings.threads):
-        model, losses = train_on_shard(workload, shard, settings, device)
+        model, losses = train_on_shard(workload, shard, settings, device, precision)
         model.eval()
-        perplexity, n_tokens = heldout_perplexity(workload, model, shard.heldout, settings.seq_len)
-        probes = run_probes(workload, model, shard.probes, settings.seq_len)
+        with autocast_context(precision, device):
+            perplexity, n_tokens = heldout_perplexity(workload, model, shard.heldout, settings.seq_len)
+            probes = run_probes(workload, model, shard.probes, settings.seq_len)
+    # Every eval ran in fp32 before evals followed the bench's precision: said only where it is another,
+    # so that a stored fp32 eval and a new one still have equal settings and are compared.
+    shown_precision = {} if precision == "fp32" else {"precision": precision}
     result.update(
         {
-            "settings": settings.model_dump(mode="json"),
+            "settings": {**settings.model_dump(mode="json"), **shown_precision},
             "device": str(device),
             "final_train_loss": losses[-1],
             "perplexity": perplexity,

@@ -52,7 +52,7 @@ def launch_count(per_rank: list[dict[str, Any]], tokens: int) -> dict[str, Any]:
 def mfu_block(
     workload: Any,
     counting: dict[str, Any],
-    tokens_per_s_p50: float,
+    tokens_per_s: float,
     peak: PeakFlops | None,
     world_size: int,
     no_peak: str | None,
@@ -67,7 +67,7 @@ def mfu_block(
     }
     block: dict[str, Any] = {"flops_per_token": per_token, "peak": None if peak is None else vars(peak)}
     for estimator, flops in per_token.items():
-        block[estimator] = None if flops is None else mfu(tokens_per_s_p50, flops, peak, world_size)
+        block[estimator] = None if flops is None else mfu(tokens_per_s, flops, peak, world_size)
     # Its cost in seconds, the attention's share and FLOPs by op; or why there is no count.
     block["counting"] = counting
     block["note"] = None if peak else no_peak

@@ -3,11 +3,14 @@
 Both are rendered from the run's compare.json and published.json, so the publish stage (local runs and
 cluster runs alike), `benchgate run --resume` and `benchgate comment` all show the same thing.
 
-summary.md is what a pull-request reader sees: one table (metric, baseline, candidate, change with its
-interval, verdict), the overall verdict with the exit code, the machine profile, the MLflow run (a link
-for a tracking server, the run id for the local store), why each row that is not PASS is what it is,
-and what to run next (benchgate.checks.next_steps: for UNKNOWN what would decide it, for FAIL where to
-look). The rules stay folded away: they are long, and the table says enough.
+summary.md is what a pull-request reader sees, on the pull request's page and not on the CI runner,
+whose disk goes with the job: one table (metric, baseline, candidate, change with its interval,
+verdict; a row an A/B decided has its A/B pair on a line under it, as in compare.md), the overall
+verdict with the exit code, the machine profile, the MLflow run (a link where the tracking URI is a
+server; never a run of a store that only the runner had), why each row that is not PASS is what it
+is, and what to do next (benchgate.checks.next_steps, for a reader away from the runner: the run's
+files named within the job's artifact, `benchgate-out`). The rules stay folded away: they are long,
+and the table says enough.
 
 junit.xml maps each gated row (PASS, WARN, UNKNOWN, FAIL; NEW and INFO rows judge nothing) to one
 <testcase>, classname `benchgate.<workload>.<profile>` (dots of the profile become underscores, as
@@ -38,7 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from benchgate.checks.next_steps import next_steps
-from benchgate.checks.tables import _change, _interval, _number
+from benchgate.checks.paired import shown_figures
+from benchgate.checks.tables import _change, _interval, _number, table_rows
 from benchgate.errors import BenchgateError
 from benchgate.kit.diskfaults import writing
 from benchgate.kit.files import read_json_object, write_text
@@ -50,6 +54,11 @@ JUNIT_FILE = "junit.xml"
 CI_FILES = (SUMMARY_FILE, JUNIT_FILE)
 STEP_SUMMARY_VARIABLE = "GITHUB_STEP_SUMMARY"
 GATED = ("PASS", "WARN", "UNKNOWN", "FAIL")
+# The results directory as the CI jobs of docs/ci.md upload it (RunConfig.out's default): the artifact a
+# reader downloads, named where the run's own directory is not known (a pipeline task's summary).
+DEFAULT_ARTIFACT = "benchgate-out"
+# A footnote marker of the verdict table ("tokens/s (ws=1) [1]"): its rules are folded away here.
+_FOOTNOTE = re.compile(r" \[\d+\]$")
 # XML 1.0 has no place for most control characters; a note quoting a server's error may carry one.
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
@@ -78,14 +87,22 @@ def _verdict_line(comparison: Comparison) -> str:
 
 
 def mlflow_line(published: dict[str, Any]) -> str | None:
-    """Where the run is in MLflow: a link, the run id of the local store, or why it is not there yet."""
+    """Where the run is in MLflow, for a reader of the pull request: a link where the tracking URI is a
+    server (published.json has its URL); else why there is none. A run id of the local store, or a
+    spool, is on the machine that ran it, which a CI runner does not keep: never given as a place."""
     run_id, url = published.get("mlflow_run_id"), published.get("mlflow_url")
     if url and run_id:
         line = f"MLflow: [run {run_id}]({url})"
     elif run_id:
-        line = f"MLflow: run {_code(str(run_id))} in the local store"
+        line = (
+            "MLflow: no link, the tracking URI is no http(s) server; without `MLFLOW_TRACKING_URI` the run "
+            "went to the local store of the machine that ran it, which a CI runner does not keep"
+        )
     elif published.get("spooled") or published.get("kept"):
-        line = "MLflow: not logged yet; the run is spooled and `benchgate sync` sends it"
+        line = (
+            "MLflow: not logged; the tracking server could not be reached, and the run waits in the spool "
+            "of the machine that ran it for `benchgate sync` (a CI runner's spool goes with the runner)"
+        )
     else:
         return None
     if published.get("resumed"):
@@ -95,17 +112,22 @@ def mlflow_line(published: dict[str, Any]) -> str | None:
 
 def summary_markdown(comparison: Comparison, published: dict[str, Any], out_dir: Path | None = None) -> str:
     """The short summary for a PR reader (GitHub-flavoured Markdown, also read by GitLab); `out_dir`:
-    the run's directory as the next steps name it (DIR where it is not known, as in a pipeline task)."""
-    steps = next_steps(comparison, out_dir)
+    the run's directory, whose name is the artifact the next steps name (DEFAULT_ARTIFACT where it is not
+    known, as in a pipeline task)."""
+    artifact = out_dir.name if out_dir is not None and out_dir.name else DEFAULT_ARTIFACT
+    steps = next_steps(comparison, out_dir, artifact=artifact)
     lines = [
         f"### benchgate: {comparison.verdict} · {_code(str(comparison.workload))}",
         "",
         "| metric | baseline | candidate | change (interval) | verdict |",
         "|---|---:|---:|---|---|",
     ]
-    for c in comparison.checks:
-        status = f"**{c.status}**" if c.status in ("FAIL", "UNKNOWN", "WARN") else c.status
-        cells = [c.name, _number(c.baseline, c.unit), _number(c.current, c.unit), change_text(c)]
+    for row in table_rows(comparison):  # compare.md's lines: an A/B pair under the row it decided
+        name, baseline, current, change, interval = row.cells
+        status = f"**{row.status}**" if row.status in ("FAIL", "UNKNOWN", "WARN") else row.status
+        status += f": {_cell(row.why)}" if row.why else ""
+        moved = change if interval == "—" else f"{change} {interval}"
+        cells = [_FOOTNOTE.sub("", name), baseline, current, moved]
         lines.append("| " + " | ".join(_cell(cell) for cell in cells) + f" | {status} |")
     lines += ["", _verdict_line(comparison), "", f"Machine profile: {_code(comparison.machine_profile)}"]
     if (where := mlflow_line(published)) is not None:
@@ -135,9 +157,14 @@ def _classname(comparison: Comparison) -> str:
 
 
 def _detail(check: Check) -> str:
+    shown = shown_figures(check)
+    pair = ""
+    if shown.paired:
+        base, candidate = _number(shown.ab_base, check.unit), _number(shown.ab_candidate, check.unit)
+        pair = f", A/B base {base}, A/B candidate {candidate}"
     return _xml_text(
-        f"baseline {_number(check.baseline, check.unit)}, candidate {_number(check.current, check.unit)}, "
-        f"change {change_text(check)}"
+        f"baseline {_number(shown.baseline, check.unit)}, candidate {_number(shown.current, check.unit)}"
+        f"{pair}, change {change_text(check)}"
     )
 
 

@@ -1,6 +1,10 @@
-"""report.html: the verdict table, what decides it, and the plots against the baseline and the profile's
-recent runs with their change points (`report_changes`), as one self-contained page (PNGs inlined). It
-reads no files: the publish stage writes it.
+"""report.html: the verdict table, what decides it, each A/B's rounds, looks and decision (`ab_report`),
+and the plots against the baseline and the profile's recent runs with their change points
+(`report_changes`), as one self-contained page (PNGs inlined). It reads no files: the publish stage
+writes it.
+
+Its tokens/s is the run's one figure (results/figures.RUN_TOKENS_PER_S), as in the verdict table,
+`benchgate history` and MLflow; an A/B's base and candidate rates are shown as the A/B's own pair.
 """
 
 from __future__ import annotations
@@ -12,11 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from benchgate.checks import tables as report
-from benchgate.publish.plots import current_point, step_time_png, trend_png, world_sizes
+from benchgate.publish.ab_report import ABReport, ab_html
+from benchgate.publish.plots import ab_steps_png, current_point, step_time_png, trend_png, world_sizes
 from benchgate.publish.report_changes import changes_html, report_history
 from benchgate.results.bundle import Bundle
 from benchgate.results.comparison import Comparison
-from benchgate.results.figures import MFU_CONVENTIONS, HistoryPoint
+from benchgate.results.figures import MFU_CONVENTIONS, RUN_TOKENS_PER_S, HistoryPoint
 
 # STATUS_STYLE speaks rich's colour names; these are the same colours, dark enough to read on white.
 _CSS_COLORS = {
@@ -42,14 +47,11 @@ def _status_css(status: str) -> str:
 
 
 def _table(comparison: Comparison) -> str:
-    status_column = report.HEADER.index("status")
     head = "".join(f"<th>{html.escape(h)}</th>" for h in report.HEADER)
     body = []
-    for row in report.rows(comparison):
-        cells = []
-        for i, cell in enumerate(row):
-            style = f' style="{_status_css(cell)}"' if i == status_column else ""
-            cells.append(f"<td{style}>{html.escape(cell)}</td>")
+    for row in report.table_rows(comparison):
+        cells = [f"<td>{html.escape(cell)}</td>" for cell in row.cells]
+        cells.append(f'<td style="{_status_css(row.status)}">{html.escape(row.status_text())}</td>')
         body.append(f"<tr>{''.join(cells)}</tr>")
     table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
     explained = report.footnote_lines(comparison)
@@ -89,6 +91,14 @@ def _flops_table(current: Bundle) -> str:
     )
 
 
+def _ab_steps(report: ABReport) -> str:
+    """Both sides' steps over the A/B's rounds as an <img>; nothing where its rounds kept no steps."""
+    sides = [(report.label(side), report.steps(side)) for side in ("base", "candidate")]
+    if not (sides[0][1] and sides[1][1]):
+        return ""
+    return img_tag(ab_steps_png(sides[0], sides[1], report.world_size), "A/B step times of both sides")
+
+
 _COMMAND = re.compile(r"`([^`]+)`")
 
 
@@ -116,9 +126,11 @@ def html_report(
     history: list[HistoryPoint],
     out_dir: Path | None = None,
     commit_order: Sequence[str] | None = None,
+    ab: Sequence[ABReport] = (),
 ) -> str:
     """A self-contained page: verdict, what to do next, verdict table (how each row was decided folded
-    under it), three plots as inline PNGs (no network needed) and the change points of the history.
+    under it), each A/B (`ab`: its rounds, looks, decision and both sides' steps), the plots as inline
+    PNGs (no network needed) and the change points of the history.
     `out_dir`: the run's result directory, named in the next steps' commands (DIR where not given).
     `commit_order`: the branch's commits, oldest first, to put the history in (else: start time)."""
     git = current.env.get("git", {})
@@ -132,18 +144,24 @@ def html_report(
     ]
     if git.get("branch"):
         meta.append(f"branch <code>{e(str(git['branch']))}</code>")
-    if baseline is None:
+    if baseline is None and ab:
+        meta.append(
+            "baseline: <b>none</b> stored for this profile and workload; the A/B base is the comparison"
+        )
+    elif baseline is None:
         meta.append("baseline: <b>none</b> (no baseline for this profile and workload; nothing compared)")
     else:
         base_commit = baseline.env.get("git", {}).get("commit")
         meta.append(f"baseline commit <code>{e(str(base_commit or '?'))}</code>")
+    # Where no stored baseline is there, an A/B base is what the run was compared with.
+    ab_bases = {r.world_size: (r.label("base"), r.steps("base")) for r in ab if r.steps("base")}
     ordered = report_history(history, current_point(current, comparison), commit_order)
     points = ordered.points
     throughput = trend_png(
         points,
-        [(f"ws{ws}/tokens_per_s_p50", f"world size {ws}") for ws in world_sizes(points)],
+        [(f"ws{ws}/{RUN_TOKENS_PER_S}", f"world size {ws}") for ws in world_sizes(points)],
         f"Throughput over the last {len(points)} runs of this profile",
-        "tokens/s (p50 over steps)",
+        "tokens/s (tokens per step / mean step time)",
         changes=ordered.marks(),
     )
     if any("scaling_efficiency_pct" in p.figures for p in points):
@@ -175,11 +193,12 @@ def html_report(
             f'<p class="meta">{" · ".join(meta)}</p>',
             f"<ul>{notes}</ul>" if notes else "",
             _table(comparison),
+            ab_html(ab, {r.world_size: _ab_steps(r) for r in ab}),
             _flops_table(current),
             "<h2>Step time, baseline vs. this run</h2>",
-            img_tag(step_time_png(current, baseline), "step-time distribution per world size"),
+            img_tag(step_time_png(current, baseline, ab_bases), "step-time distribution per world size"),
             "<h2>Throughput over commits</h2>",
-            img_tag(throughput, "tokens/s p50 over commits"),
+            img_tag(throughput, "tokens/s over commits"),
             "<h2>Change points over these runs</h2>",
             changes_html(ordered),
             "<h2>Scaling efficiency over commits</h2>",

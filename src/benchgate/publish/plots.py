@@ -15,10 +15,11 @@ import io
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from benchgate.history.series import run_groups
 from benchgate.kit import stats
 from benchgate.results.bundle import Bundle
 from benchgate.results.comparison import Comparison
@@ -113,9 +114,18 @@ def _commit_axis(
 
 
 def _draw_series(
-    ax: Axes, points: Sequence[HistoryPoint], name: str, label: str, color: str, current_last: bool
+    ax: Axes,
+    points: Sequence[HistoryPoint],
+    name: str,
+    label: str,
+    color: str,
+    current_last: bool,
+    only: Sequence[int] | None = None,
 ) -> None:
-    xs = [i for i, p in enumerate(points) if name in p.figures]
+    """`name` over `points` at their places; `only`: the places of one series' runs (the others are
+    other series' lines, never joined to this one)."""
+    places = range(len(points)) if only is None else only
+    xs = [i for i in places if name in points[i].figures]
     ys = [points[i].figures[name] for i in xs]
     # A run without the figure is a gap, not a zero: the line joins the runs that have it.
     ax.plot(xs, ys, "-o", color=color, label=label, markersize=4, linewidth=1.5)
@@ -140,35 +150,84 @@ def _marker_legend(ax: Axes, changes: bool = False) -> None:
     ax.legend(handles=handles, fontsize=8, loc="best")
 
 
-def step_time_png(current: Bundle, baseline: Bundle | None) -> bytes:
+def _ecdf(ax: Axes, label: str, steps_s: Sequence[float], color: str, width: float, alpha: float) -> None:
+    """One side's step times as an ECDF, its p50 dotted."""
+    ms = sorted(1e3 * t for t in steps_s)
+    fraction = [(i + 1) / len(ms) for i in range(len(ms))]
+    p50 = stats.percentile(ms, 50)
+    text = f"{label}: p50 {p50:.1f} ms, n={len(ms)}"
+    ax.step(ms, fraction, where="post", color=color, linewidth=width, alpha=alpha, label=text)
+    ax.axvline(p50, color=color, linestyle=":", linewidth=1)
+
+
+def step_time_png(
+    current: Bundle,
+    baseline: Bundle | None,
+    ab_bases: Mapping[int, tuple[str, Sequence[float]]] | None = None,
+) -> bytes:
+    return figure_png(step_time_figure(current, baseline, ab_bases))
+
+
+def step_time_figure(
+    current: Bundle,
+    baseline: Bundle | None,
+    ab_bases: Mapping[int, tuple[str, Sequence[float]]] | None = None,
+) -> Figure:
+    """This run's step times per world size against the stored baseline's; where there is none at a
+    world size, against the A/B base's (`ab_bases`: world size -> (label, step times over all rounds)),
+    which is then the comparison the row was decided by."""
     sizes = sorted(current.metrics)
+    ab_bases = ab_bases or {}
     fig = new_figure(min(4.5 * len(sizes), 13.5), 3.6)
     axes = fig.subplots(1, len(sizes), squeeze=False, sharey=True)[0]
     base_commit = _short(baseline.env.get("git", {}).get("commit")) if baseline else ""
+    compared = 0
     for ax, ws in zip(axes, sizes, strict=True):
         # ECDFs rather than histograms: two overlaid curves stay readable, and a shift of the whole
         # distribution (code) looks different from a longer tail (interference) at a glance.
-        # The baseline is drawn wide and pale underneath, so that it stays visible where the curves agree.
-        series = [("this run", current.metrics[ws], _CURRENT_COLOR, 1.5, 1.0)]
+        # The comparison is drawn wide and pale underneath, so that it stays visible where the curves agree.
         base = baseline.metrics.get(ws) if baseline else None
-        if base is not None:
-            series.insert(0, (f"baseline {plain(base_commit)}", base, _BASELINE_COLOR, 4.0, 0.5))
-        for label, metrics, color, width, alpha in series:
-            ms = sorted(1e3 * t for t in metrics["samples"]["step_time_s"])
-            fraction = [(i + 1) / len(ms) for i in range(len(ms))]
-            p50 = stats.percentile(ms, 50)
-            text = f"{label}: p50 {p50:.1f} ms, n={len(ms)}"
-            ax.step(ms, fraction, where="post", color=color, linewidth=width, alpha=alpha, label=text)
-            ax.axvline(p50, color=color, linestyle=":", linewidth=1)
         title = f"world size {ws}"
-        if baseline is not None and base is None:
+        if base is not None:
+            _ecdf(
+                ax,
+                f"baseline {plain(base_commit)}",
+                base["samples"]["step_time_s"],
+                _BASELINE_COLOR,
+                4.0,
+                0.5,
+            )
+            compared += 1
+        elif ws in ab_bases:
+            label, steps = ab_bases[ws]
+            _ecdf(ax, f"{plain(label)} (in turns)", steps, _BASELINE_COLOR, 4.0, 0.5)
+            title += " (vs the A/B base: no stored baseline here)"
+            compared += 1
+        elif baseline is not None:
             title += " (no baseline at this world size)"
+        _ecdf(ax, "this run", current.metrics[ws]["samples"]["step_time_s"], _CURRENT_COLOR, 1.5, 1.0)
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step time (ms)")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8, loc="lower right")
     axes[0].set_ylabel("fraction of steps ≤ x")
-    fig.suptitle("Step-time distribution (ECDF, dotted: p50)" + ("" if baseline else ": no baseline"))
+    fig.suptitle("Step-time distribution (ECDF, dotted: p50)" + ("" if compared else ": no baseline"))
+    return fig
+
+
+def ab_steps_png(
+    base: tuple[str, Sequence[float]], candidate: tuple[str, Sequence[float]], world_size: int
+) -> bytes:
+    """An A/B's two sides' step times over all its rounds (label, seconds each), as ECDFs."""
+    fig = new_figure(6.0, 3.4)
+    ax = fig.subplots()
+    _ecdf(ax, plain(base[0]), base[1], _BASELINE_COLOR, 4.0, 0.5)
+    _ecdf(ax, plain(candidate[0]), candidate[1], _CURRENT_COLOR, 1.5, 1.0)
+    ax.set_title(f"A/B at world size {world_size}: step times of both sides, all rounds", fontsize=10)
+    ax.set_xlabel("step time (ms)")
+    ax.set_ylabel("fraction of steps ≤ x")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
     return figure_png(fig)
 
 
@@ -216,9 +275,24 @@ def history_png(
     changes: Sequence[tuple[str, str | None]] = (),
     keep_order: bool = False,
 ) -> Path:
+    """`history_figure` as a PNG written to `path` (its folders made)."""
+    fig = history_figure(points, names, changes, keep_order)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(figure_png(fig))
+    return path
+
+
+def history_figure(
+    points: list[HistoryPoint],
+    names: Sequence[str] | None = None,
+    changes: Sequence[tuple[str, str | None]] = (),
+    keep_order: bool = False,
+) -> Figure:
     """Small multiples, one panel per figure name, of `points` oldest first (or as given, `keep_order`:
-    commit order); writes a PNG to `path`. `changes` (panel, run id) marks the run where a change point
-    starts with a dashed red line on that panel."""
+    commit order). `changes` (panel, run id) marks the run where a change point
+    starts with a dashed red line on that panel. Runs of several workloads or branches are a line each
+    (history/series.run_groups), in a colour of their own, never one line through all of them."""
     if not points:
         raise ValueError("no runs to plot")
     ordered = list(points) if keep_order else oldest_first(points)
@@ -232,8 +306,11 @@ def history_png(
     rows = math.ceil(len(panels) / columns)
     fig = new_figure(4.0 * columns, 2.7 * rows)
     axes = fig.subplots(rows, columns, squeeze=False)
+    place = {id(p): i for i, p in enumerate(ordered)}
+    groups = [(g.label, [place[id(p)] for p in members]) for g, members in run_groups(ordered)]
     for ax, name in zip(axes.flat, panels, strict=False):
-        _draw_series(ax, ordered, name, name, "C0", current_last=False)
+        for i, (label, places) in enumerate(groups):
+            _draw_series(ax, ordered, name, plain(label), f"C{i % 10}", current_last=False, only=places)
         _commit_axis(ax, ordered, current_last=False, max_labels=8, xlabel=False)
         for panel, run_id in changes:
             if panel == name and run_id in where:
@@ -243,12 +320,11 @@ def history_png(
     for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
     marked = ", dashed: change points" if changes else ""
+    if len(groups) > 1:  # which line is which series, on the first panel (figure legends crowd the title)
+        axes.flat[0].legend(fontsize=7, loc="best")
     fig.suptitle(f"Key figures over {len(ordered)} runs (diamonds: baseline runs{marked})")
     fig.supxlabel("commit (oldest first)")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(figure_png(fig))
-    return path
+    return fig
 
 
 def current_point(current: Bundle, comparison: Comparison | None) -> HistoryPoint:

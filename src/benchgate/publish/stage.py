@@ -33,6 +33,7 @@ def write_report(config: RunConfig, run_dir: Path) -> Path:
     change points. The runs are put in the commit order of the branch checked out where this runs (as
     `benchgate history` does), when they are all on it; elsewhere (a pipeline pod) by start time."""
     from benchgate.measure.source import branch_commits
+    from benchgate.publish.ab_report import read_ab
     from benchgate.publish.html_report import html_report
 
     current = load_bundle(run_dir)
@@ -41,7 +42,8 @@ def write_report(config: RunConfig, run_dir: Path) -> Path:
     path = run_dir / "report.html"
     history = _history(read_state(run_dir))
     order = branch_commits(Path.cwd()) if history else None  # no git call for a profile's first run
-    html = html_report(current, comparison, baseline, history, commit_order=order)
+    ab = read_ab(run_dir, config.gate)  # each A/B's rounds, looks and decision
+    html = html_report(current, comparison, baseline, history, commit_order=order, ab=ab)
     with writing("the report", path):
         write_text(path, html)  # atomic: a full disk never leaves half a report
     return path

@@ -22,10 +22,10 @@ from typing import Literal
 
 from benchgate.errors import EXIT_PASS, EXIT_RUN_FAILED, ConfigError
 from benchgate.ranges.commits import RangeCommit
-from benchgate.results.figures import HistoryPoint
+from benchgate.results.figures import HistoryPoint, run_tokens_per_s
 
-# The figure the summary shows per commit: tokens/s at one rank, as `benchgate history` lists it.
-SUMMARY_FIGURE = "ws1/tokens_per_s_p50"
+# The summary shows per commit the run's tokens/s at one rank (results/figures.run_tokens_per_s), as
+# `benchgate history` and the verdict table show it.
 Status = Literal["ran", "skipped", "failed", "submitted", "attached"]
 
 
@@ -78,7 +78,7 @@ def skipped_row(step: PlannedCommit) -> Row:
         step.commit,
         "skipped",
         point.verdict or "",
-        point.figures.get(SUMMARY_FIGURE),
+        run_tokens_per_s(point.figures).get(1),
         str(point.run_id or ""),
     )
 

@@ -36,7 +36,7 @@ from benchgate.measure.fingerprint import capture_fingerprints
 from benchgate.ranges.backfill import PlannedCommit, Row, Status, skipped_row
 from benchgate.ranges.commits import CommitRange, RangeCommit
 from benchgate.results.bundle import load_bundle
-from benchgate.results.figures import HistoryPoint, bench_figures
+from benchgate.results.figures import RUN_TOKENS_PER_S, HistoryPoint, bench_figures
 from benchgate.tracking.backfill_index import CONFIG_FINGERPRINT, Setup, measured
 from benchgate.tracking.client import Tracker
 
@@ -117,7 +117,7 @@ def cluster_config(arguments: Mapping[str, Any]) -> RunConfig:
 
 def _rate(out_dir: Path) -> float | None:
     metrics = load_bundle(out_dir).metrics.get(1)
-    return bench_figures(metrics).get("tokens_per_s_p50") if metrics else None
+    return bench_figures(metrics).get(RUN_TOKENS_PER_S) if metrics else None
 
 
 def run_locally(

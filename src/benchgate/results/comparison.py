@@ -40,12 +40,22 @@ class Check:
     rule: str = ""
     status: Status = "PASS"
     note: str = ""
-    # For timing checks: "tokens_per_s", its world size, and what decided it ("screen", "ab" or
-    # "unchanged"); "tokens_per_s_since_anchor" for the creep rows (decided by "screen" or "unchanged",
-    # never by A/B); "scaling_efficiency" for the efficiency row.
+    # For timing checks: "tokens_per_s", its world size, and what decided it ("screen", "ab",
+    # "unchanged", or "host": a CPU host too small to A/B that world size, ab/host_fit.py);
+    # "tokens_per_s_since_anchor" for the creep rows (decided by "screen" or "unchanged", never by A/B);
+    # "scaling_efficiency" for the efficiency row ("ab" where A/B rounds at both world sizes judged it).
     metric: str = ""
     world_size: int | None = None
     decided_by: str = ""
+    # The worsening the row's rule tolerates, in the change's unit (a drop of tokens/s or efficiency:
+    # 5.0 is -5%), where the rule has one: a PASS beyond it says why in its row (checks/tables.py).
+    tolerance: float | None = None
+    # A row an A/B decided: the A/B's own pair, base and candidate measured in turns (tokens/s over
+    # each round's total time, the mean over rounds; or their scaling efficiency), whose paired change
+    # is `change`. `baseline` stays the stored baseline's figure and `current` this run's bench figure
+    # (checks/paired.py): one figure per run wherever it is shown.
+    ab_base: float | None = None
+    ab_candidate: float | None = None
 
 
 @dataclass
@@ -108,9 +118,10 @@ def load_comparison(path: Path) -> Comparison:
 
 
 # compare.json as read back. Strict: a number is a JSON number (never "1.5" or true), never NaN. Each row
-# has every field of a Check, as to_dict writes them, and no other key: a row without its status (or with
-# a misspelt one) must not read as Check's default, PASS. The verdict, exit code and schema version at
-# the top are derived from the rows when written, so they are not read back.
+# has every field of a Check, as to_dict writes them (but LATER_FIELDS, absent from older files), and no
+# other key: a row without its status (or with a misspelt one) must not read as Check's default, PASS.
+# The verdict, exit code and schema version at the top are derived from the rows when written, so they
+# are not read back.
 class _ComparisonFile(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore")
     machine_profile: str
@@ -121,7 +132,11 @@ class _ComparisonFile(BaseModel):
     on_unknown: Literal["fail", "neutral"] = "fail"
 
 
-_ROW_FIELDS: dict[str, Any] = {name: (hint, ...) for name, hint in get_type_hints(Check).items()}  # required
+# Fields added after compare.json files were first written: optional, read as their default when absent.
+LATER_FIELDS = {"tolerance": None, "ab_base": None, "ab_candidate": None}
+_ROW_FIELDS: dict[str, Any] = {  # every other field is required
+    name: (hint, LATER_FIELDS.get(name, ...)) for name, hint in get_type_hints(Check).items()
+}
 _CheckRow = create_model(
     "Check", __config__=ConfigDict(strict=True, allow_inf_nan=False, extra="forbid"), **_ROW_FIELDS
 )

@@ -2,13 +2,20 @@
 
 One naming for every consumer, so a figure logged today is found by `benchgate history` next month:
 
-    ws<N>/tokens_per_s_p50   ws<N>/tokens_per_s_p90   ws<N>/step_time_ms_p50   ws<N>/step_time_ms_p90
+    ws<N>/tokens_per_s_mean  ws<N>/tokens_per_s_p50   ws<N>/tokens_per_s_p90
+    ws<N>/step_time_ms_p50   ws<N>/step_time_ms_p90
     ws<N>/peak_memory_mib    ws<N>/mfu_6nd_pct        ws<N>/mfu_attention_pct  ws<N>/mfu_counted_pct
     ws<N>/counted_flops_per_token                     ws<N>/loss_slope
     ws<N>/step_time_per_reference_p50  ws<N>/step_time_ms_mean  ws<N>/step_time_per_reference_mean
     ws<N>/energy_j_per_token  ws<N>/throttled_windows
     scaling_efficiency_pct   eval/perplexity          eval/probe_<name>_accuracy_pct
     gate/exit_code           gate/checks_<pass|warn|unknown|fail|new>
+
+`tokens_per_s_mean` is THE tokens/s of a run (RUN_TOKENS_PER_S): the tokens of a step over the mean step
+time (`step_time_ms_mean`, each step capped at STALL_CAP x the median), the figure the gate judges. The
+verdict table, `benchgate history`, `baseline show`, MLflow's runs table and report.html all show it,
+so a run has one tokens/s wherever it is read. The p50 and p90 are the distribution of the per-step
+rates, and an A/B's base and candidate rates are another, paired measurement (Check.ab_base).
 
 Units follow the name: `_ms` milliseconds, `_mib` MiB, `_pct` percent (41.0 is 41 %). The metrics file
 keeps MFU as a fraction (`mfu.dense_6n` = 0.41, names without `_pct`, as `flops.mfu` returns it); it is
@@ -27,8 +34,9 @@ than logged as zero.
 
 from __future__ import annotations
 
+import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +51,9 @@ MFU_CONVENTIONS = {
     "counted": "counted: FlopCounterMode over one training step (forward, loss, backward, every "
     "matmul); causal attention counted as executed (half)",
 }
-KEY_FIGURES = ("tokens_per_s_p50", "step_time_ms_p50", "peak_memory_mib", "mfu_6nd_pct")
+# The run's tokens/s (after "ws<N>/"): tokens per step / the mean step time, as the gate judges it.
+RUN_TOKENS_PER_S = "tokens_per_s_mean"
+KEY_FIGURES = (RUN_TOKENS_PER_S, "step_time_ms_mean", "peak_memory_mib", "mfu_6nd_pct")
 # A step slower than this many times the median step counts as this many: one stall of seconds (a page
 # fault storm, a preempted core) must not decide a verdict alone, while a slowdown of every tenth step
 # still moves tokens/s. The screen and the A/B decision cap steps alike.
@@ -67,6 +77,7 @@ def bench_figures(metrics: dict[str, Any]) -> dict[str, float]:
     samples = metrics["samples"]
     mfu = metrics.get("mfu") or {}
     values: dict[str, float | None] = {
+        RUN_TOKENS_PER_S: run_rate(metrics),
         "tokens_per_s_p50": stats.percentile(samples["tokens_per_s"], 50),
         "tokens_per_s_p90": stats.percentile(samples["tokens_per_s"], 90),
         "step_time_ms_p50": stats.percentile(samples["step_time_s"], 50) * 1e3,
@@ -144,6 +155,7 @@ class HistoryPoint:
     verdict: str | None = None
     is_baseline: bool = False
     acknowledged: str | None = None  # why the change this run starts was accepted (history ack)
+    workload: str | None = None  # None where not known (runs read before it was kept)
 
 
 def run_rate(metrics: dict[str, Any]) -> float:
@@ -177,3 +189,25 @@ def corrected_mean(samples: dict[str, Any]) -> float | None:
     if not ref or len(ref) != len(steps) or not all(r > 0 for r in ref):
         return None
     return mean_step_time(steps) / statistics.fmean(ref)
+
+
+_WS_FIGURE = re.compile(r"^ws(\d+)/")
+
+
+def run_tokens_per_s(figures: Mapping[str, float]) -> dict[int, float]:
+    """The run's tokens/s per world size from its flat figures (an MLflow run's metrics): the logged
+    `ws<N>/tokens_per_s_mean`, or, for runs logged before it was, tokens per step (the median step's
+    rate x the median step time) over the mean step time: the same statistic from the figures they have."""
+    rates: dict[int, float] = {}
+    sizes = sorted({int(m[1]) for key in figures if (m := _WS_FIGURE.match(key))})
+    for ws in sizes:
+        logged = figures.get(f"ws{ws}/{RUN_TOKENS_PER_S}")
+        p50, step_p50, step_mean = (
+            figures.get(f"ws{ws}/{name}")
+            for name in ("tokens_per_s_p50", "step_time_ms_p50", "step_time_ms_mean")
+        )
+        if logged is not None:
+            rates[ws] = float(logged)
+        elif p50 and step_p50 and step_mean:
+            rates[ws] = float(p50 * step_p50 / step_mean)
+    return rates

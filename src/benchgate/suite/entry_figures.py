@@ -1,8 +1,13 @@
 """A suite's output directory read back: suite.json, and the figures the Pareto view needs from each
 finished entry's own result directory (read with results/bundle.py, as compare reads them).
 
-    tokens/s     p50 over the measured steps (results/figures.py), at one world size for every entry
-    perplexity   eval.json's, absent where the entry ran without eval or its workload has no eval hook
+    tokens/s     the run's tokens/s (results/figures.RUN_TOKENS_PER_S), at one world size for every entry,
+                 with the relative width of its step rates' p50 interval (the metrics' p50_ci_low/high)
+                 as its measured spread
+    perplexity   eval.json's, absent where the entry ran without eval or its workload has no eval hook,
+                 and refused where the eval did not measure the entry's variant: another precision than
+                 the bench's, or other batches than the variant's batch_size (an eval written before
+                 evals followed them; `perplexity_missing` says which)
     peak memory  metrics-ws<N>.json's memory.peak_bytes, at the same world size as tokens/s
 
 suite.json is checked for the fields read here only; the suite runner owns the rest of it.
@@ -10,17 +15,18 @@ suite.json is checked for the fields read here only; the suite runner owns the r
 
 from __future__ import annotations
 
+import math
 import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from benchgate.errors import BadInputError, ConfigError
 from benchgate.kit.files import read_json_object
 from benchgate.results.bundle import Bundle, Name, load_bundle
-from benchgate.results.figures import bench_figures
+from benchgate.results.figures import RUN_TOKENS_PER_S, bench_figures
 
 SUITE_FILE = "suite.json"
 _SHORT = reprlib.Repr()
@@ -34,6 +40,7 @@ class _Entry(BaseModel):
     out: str
     verdict: str | None = None
     error: str | None = None
+    variant: dict[str, Any] = Field(default_factory=dict)
 
 
 class _Suite(BaseModel):
@@ -56,6 +63,8 @@ class EntryFigures:
     perplexity: float | None = None
     peak_memory_bytes: float | None = None
     skipped: str | None = None
+    tokens_per_s_spread_pct: float | None = None
+    perplexity_missing: str | None = None
 
 
 @dataclass(frozen=True)
@@ -114,19 +123,54 @@ def choose_world_size(bundles: list[Bundle]) -> int | None:
     return max(shared) if shared else None
 
 
+def spread_pct(summary: dict[str, Any]) -> float | None:
+    """Half the width of a p50's interval, in percent of the p50 (a metrics file's `tokens_per_s`)."""
+    values = [summary.get(key) for key in ("p50", "p50_ci_low", "p50_ci_high")]
+    numbers = [float(v) for v in values if isinstance(v, int | float) and math.isfinite(v)]
+    if len(numbers) != 3 or numbers[0] <= 0:
+        return None
+    p50, low, high = numbers
+    return 100.0 * abs(high - low) / 2.0 / p50
+
+
+def eval_mismatch(variant: dict[str, Any], bench_precision: Any, evaluation: dict[str, Any]) -> str | None:
+    """Why `evaluation` (an eval.json) is not a measurement of the entry's variant, or None where it is.
+
+    An eval trains the model afresh (measure/evaluate.py): at the bench's precision, on batches of
+    eval.batch_size, which a suite sets to the variant's batch_size. Evals written before either was
+    followed ran in fp32 and on eval.batch_size alone; such a perplexity would give an fp32 figure to a
+    bf16 entry, and the one figure to every batch size."""
+    settings = evaluation.get("settings") or {}
+    ran_in = settings.get("precision", "fp32")  # said only where it is not fp32
+    if isinstance(bench_precision, str) and ran_in != bench_precision:
+        return f"no perplexity of this variant (its eval ran in {ran_in}, its bench in {bench_precision})"
+    batch = variant.get("batch_size")
+    if isinstance(batch, int) and settings.get("batch_size") != batch:
+        return (
+            f"no perplexity of this variant (its eval trained on batches of {settings.get('batch_size')}, "
+            f"the variant's batch_size is {batch})"
+        )
+    return None
+
+
 def _figures(entry: _Entry, out: Path, bundle: Bundle, world_size: int) -> EntryFigures:
     metrics = bundle.metrics[world_size]
     evaluation: dict[str, Any] = bundle.eval or {}
     perplexity = evaluation.get("perplexity")
+    missing = None
+    if perplexity is not None:
+        missing = eval_mismatch(entry.variant, metrics.get("precision"), evaluation)
     return EntryFigures(
         name=entry.name,
         state=entry.state,
         verdict=entry.verdict,
         out=out,
         world_size=world_size,
-        tokens_per_s=bench_figures(metrics)["tokens_per_s_p50"],
-        perplexity=None if perplexity is None else float(perplexity),
+        tokens_per_s=bench_figures(metrics)[RUN_TOKENS_PER_S],
+        perplexity=None if perplexity is None or missing else float(perplexity),
         peak_memory_bytes=float(metrics["memory"]["peak_bytes"]),
+        tokens_per_s_spread_pct=spread_pct(metrics.get("tokens_per_s") or {}),
+        perplexity_missing=missing,
     )
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from benchgate.publish.plots import figure_png, new_figure, plain
-from benchgate.suite.pareto import LABELS, MISSING, Panel, Point
+from benchgate.suite.pareto import LABELS, Panel, Point
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -87,11 +87,13 @@ def _draw_panel(ax: Axes, panel: Panel, x_label: str) -> None:
     ax.set_title(f"tokens/s vs. {LABELS[panel.objective]}", fontsize=10)
     ax.grid(True, alpha=0.3)
     if panel.left_out:
-        names = ", ".join(p.name for p in panel.left_out)
+        reasons: dict[str, list[str]] = {}  # one clause per reason, in the entries' order
+        for point in panel.left_out:
+            reasons.setdefault(point.missing(panel.objective), []).append(point.name)
         ax.text(
             0.0,
             -0.22,
-            plain(f"not shown, {MISSING[panel.objective]}: {names}"),
+            plain("; ".join(f"not shown, {why}: {', '.join(names)}" for why, names in reasons.items())),
             transform=ax.transAxes,
             fontsize=8,
             color="#57606a",

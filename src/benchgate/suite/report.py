@@ -18,8 +18,8 @@ keep a row saying why and get no point; an entry without eval has no perplexity,
 that panel only. Errors (ConfigError, exit 2): suite.json missing or damaged (names the file and the
 field), or no entry with readable results (names the directory).
 
-tokens/s is the p50 over measured steps at the largest world size every plotted entry ran (see
-entry_figures.choose_world_size); peak memory is read at that same world size.
+tokens/s is the run's tokens/s (as the verdict table shows it) at the largest world size every plotted
+entry ran (see entry_figures.choose_world_size); peak memory is read at that same world size.
 """
 
 from __future__ import annotations
@@ -28,11 +28,17 @@ from pathlib import Path
 
 from benchgate.kit.files import write_text
 from benchgate.suite.entry_figures import EntryFigures, SuiteFigures, read_suite_figures
-from benchgate.suite.pareto import OBJECTIVES, Panel, Point, frontier
+from benchgate.suite.pareto import OBJECTIVES, TIES, Panel, Point, frontier
 from benchgate.suite.pareto_plot import pareto_png
 from benchgate.suite.suite_page import suite_html
 
 PNG_FILE, MD_FILE, HTML_FILE = "pareto.png", "pareto.md", "suite.html"
+# What "better" means here (pareto.Ties): said under the title, so a tie is not read as a trade-off.
+TIES_TEXT = (
+    f"Figures closer than their noise are ties, neither better: tokens/s within {TIES.tokens_per_s_pct:g}% "
+    "(or within the wider of two entries' measured p50 intervals), perplexity within "
+    f"{TIES.perplexity_pct:g}%, peak memory within {TIES.peak_memory_pct:g}%."
+)
 HEADER = [
     "entry",
     "verdict",
@@ -53,13 +59,20 @@ def header(figures: SuiteFigures) -> list[str]:
 def tokens_label(figures: SuiteFigures) -> str:
     """The tokens/s axis and column, world size included."""
     if figures.common_world_size is not None:
-        return f"tokens/s, p50 at world size {figures.common_world_size} (higher is better)"
-    return "tokens/s, p50 at each entry's largest world size (higher is better)"
+        return f"tokens/s at world size {figures.common_world_size} (higher is better)"
+    return "tokens/s at each entry's largest world size (higher is better)"
 
 
 def points(figures: SuiteFigures) -> list[Point]:
     return [
-        Point(e.name, e.tokens_per_s, e.perplexity, e.peak_memory_bytes)
+        Point(
+            e.name,
+            e.tokens_per_s,
+            e.perplexity,
+            e.peak_memory_bytes,
+            tokens_per_s_spread_pct=e.tokens_per_s_spread_pct,
+            perplexity_missing=e.perplexity_missing,
+        )
         for e in figures.entries
         if e.tokens_per_s is not None
     ]
@@ -117,7 +130,7 @@ def markdown(figures: SuiteFigures, found: list[Panel]) -> str:
         "",
         "Higher tokens/s is better; lower perplexity and lower peak memory are better. An entry is "
         "dominated when another is at least as fast and at least as good on the panel's figure, and "
-        "better on one of them.",
+        f"better on one of them. {TIES_TEXT}",
         "",
         "| " + " | ".join(columns) + " |",
         "|" + "---|" * len(columns),
@@ -134,7 +147,8 @@ def write_suite_report(suite_dir: Path) -> list[Path]:
     figures = read_suite_figures(suite_dir)
     found = panels(figures)
     png = pareto_png(found, tokens_label(figures), f"Suite {figures.suite}: the Pareto view")
-    page = suite_html(figures, png, header(figures), table_rows(figures, found), notes(figures, found))
+    rows, lines = table_rows(figures, found), notes(figures, found)
+    page = suite_html(figures, png, header(figures), rows, lines, TIES_TEXT)
     return [
         _write_bytes(suite_dir / PNG_FILE, png),
         write_text(suite_dir / MD_FILE, markdown(figures, found)),

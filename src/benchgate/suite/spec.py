@@ -11,7 +11,8 @@ Two kinds of mistake, handled apart (docs/suites.md):
 
 `entry_config` builds an entry's RunConfig in a fixed order: the [suite] config file, the entry's own
 `config` table over it, then its workload and arguments, its variant (precision -> bench.precision,
-compile -> bench.compile, batch_size -> the workload argument batch_size), bench.name = the entry's
+which the eval follows too; compile -> bench.compile; batch_size -> the workload argument batch_size and
+eval.batch_size, so that the eval trains each variant on its own batches), bench.name = the entry's
 name (its own baseline and history, even when two entries share a workload), and
 out = <suite out>/<entry name>. The command line's settings (tracking) go over all of them.
 """
@@ -202,6 +203,10 @@ def entry_config(
     variant = entry.variant
     if variant.batch_size is not None:
         args["batch_size"] = variant.batch_size
+        # The eval trains the model afresh on its own windows: on the variant's batch size too, or every
+        # batch size of a workload would get the one perplexity (measure/evaluate.py follows the precision).
+        if isinstance(data.setdefault("eval", {}), dict):
+            data["eval"]["batch_size"] = variant.batch_size
     bench.update(workload=entry.workload, workload_args=args, name=entry.name)
     if variant.precision is not None:
         bench["precision"] = variant.precision

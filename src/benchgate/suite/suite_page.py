@@ -28,8 +28,14 @@ def _link(entry: EntryFigures, suite_dir: Path) -> str:
 
 
 def suite_html(
-    figures: SuiteFigures, png: bytes, header: list[str], rows: list[list[str]], notes: list[str]
+    figures: SuiteFigures,
+    png: bytes,
+    header: list[str],
+    rows: list[list[str]],
+    notes: list[str],
+    ties: str = "",
 ) -> str:
+    """The page; `ties`: the sentence saying which differences count as none (report.TIES_TEXT)."""
     e = html.escape
     head = "".join(f"<th>{e(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in row) + "</tr>" for row in rows)
@@ -43,7 +49,8 @@ def suite_html(
             f"<title>{e(title)}</title><style>{PAGE_STYLE}</style></head><body>",
             f"<h1>{e(title)}: the Pareto view</h1>",
             '<p class="meta">Higher tokens/s is better; lower perplexity and lower peak memory are better. '
-            "Frontier entries (red diamonds) are those no other entry beats on both figures of a panel.</p>",
+            "Frontier entries (red diamonds) are those no other entry beats on both figures of a panel. "
+            f"{e(ties)}</p>",
             img_tag(png, "tokens/s against perplexity and against peak memory, Pareto frontier marked"),
             f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>",
             f"<ul>{items}</ul>" if items else "",

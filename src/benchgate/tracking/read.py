@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchgate.errors import BadInputError
 from benchgate.results.bundle import METRICS_FILE
-from benchgate.results.figures import HistoryPoint
+from benchgate.results.figures import RUN_TOKENS_PER_S, HistoryPoint, run_tokens_per_s
 from benchgate.tracking.client import (
     TAG_ACK_BY,
     TAG_ACK_REASON,
@@ -44,6 +44,7 @@ def gate_runs(
     workload: str | None = None,
     baselines_only: bool = False,
     limit: int = 100,
+    branch: str | None = None,
 ) -> list[Run]:
     """Finished gate runs (parents) of a machine profile, newest first.
 
@@ -56,6 +57,8 @@ def gate_runs(
     ]
     if workload:
         clauses.append(f"tags.`{TAG_WORKLOAD}` = '{quoted(workload, 'workload')}'")
+    if branch:
+        clauses.append(f"tags.`{TAG_BRANCH}` = '{quoted(branch, 'branch')}'")
     if baselines_only:
         clauses.append(f"tags.`{TAG_BASELINE}` = 'true'")
     return list(
@@ -89,16 +92,22 @@ def newest_baseline(runs: list[Run]) -> Run | None:
 
 
 def history_point(run: Run) -> HistoryPoint:
+    """A gate run as history reads it; a run logged before `ws<N>/tokens_per_s_mean` existed gets it
+    from the figures it has (results/figures.run_tokens_per_s), so every run shows the same tokens/s."""
     tags = run.data.tags
+    figures = dict(run.data.metrics)
+    for ws, rate in run_tokens_per_s(figures).items():
+        figures.setdefault(f"ws{ws}/{RUN_TOKENS_PER_S}", rate)
     return HistoryPoint(
         commit=tags.get(TAG_COMMIT) or None,
         created_unix=run.info.start_time / 1e3,
-        figures=dict(run.data.metrics),
+        figures=figures,
         run_id=run.info.run_id,
         branch=tags.get(TAG_BRANCH) or None,
         verdict=tags.get(TAG_VERDICT),
         is_baseline=tags.get(TAG_BASELINE) == "true",
         acknowledged=tags.get(TAG_ACK_REASON),
+        workload=tags.get(TAG_WORKLOAD) or None,
     )
 
 

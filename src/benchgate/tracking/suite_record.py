@@ -3,8 +3,12 @@
 Logged after the entries, whose results are on disk first, in the experiment the gate runs go to:
 
     name      "suite <name>: <worst verdict>" (and how many entries could not run)
-    tags      benchgate.kind=suite, benchgate.suite=<name>, benchgate.suite.exit_code, the version, a
-              description (one line per entry)
+    tags      benchgate.kind=suite, benchgate.suite=<name>, benchgate.verdict (the worst entry's, the
+              runs table's verdict column), benchgate.suite.exit_code, the version, a description (one
+              line per entry)
+    times     the run ends when it is logged and starts `seconds` before, or at its earliest entry's gate
+              run where that started earlier (on a cluster `seconds` is the suite gate's own time): the
+              UI's duration is the suite's
     params    suite_file, entries
     metrics   entries_done, entries_error, seconds
     artifacts suite.md, suite.json, pareto.png, pareto.md (those that exist)
@@ -18,7 +22,9 @@ has no run id to nest; `benchgate sync` sends it later as a run of its own.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +33,7 @@ from benchgate.kit import diskfaults
 from benchgate.kit.files import read_json
 from benchgate.results.bundle import PUBLISHED_FILE
 from benchgate.results.comparison import SEVERITY, VERDICTS
-from benchgate.tracking.client import TAG_KIND, TAG_PARENT, TAG_VERSION, Tracker
+from benchgate.tracking.client import TAG_KIND, TAG_PARENT, TAG_VERDICT, TAG_VERSION, Tracker
 from benchgate.tracking.view import TAG_DESCRIPTION, metric
 
 KIND_SUITE = "suite"
@@ -75,6 +81,17 @@ def entry_gate_runs(suite_dir: Path, record: dict[str, Any]) -> dict[str, str]:
     return found
 
 
+def earliest_start(tracker: Tracker, run_ids: Iterable[str], start_ms: int) -> int:
+    """`start_ms`, or the start of the earliest of the runs `run_ids` where one began before it."""
+    from mlflow.exceptions import MlflowException
+
+    starts = [start_ms]
+    for run_id in run_ids:
+        with contextlib.suppress(MlflowException):  # deleted since: the suite's own time stands
+            starts.append(int(tracker.client.get_run(run_id).info.start_time))
+    return min(starts)
+
+
 def log_suite(tracker: Tracker, suite_dir: Path, record: dict[str, Any], seconds: float) -> str:
     """Log the suite parent and nest the entries' gate runs under it; returns the suite run's id."""
     from mlflow.entities import Param
@@ -84,6 +101,7 @@ def log_suite(tracker: Tracker, suite_dir: Path, record: dict[str, Any], seconds
     tags = {
         TAG_KIND: KIND_SUITE,
         TAG_SUITE: str(record["suite"]),
+        TAG_VERDICT: worst_verdict(record),
         TAG_SUITE_EXIT: str(record["exit_code"]),
         TAG_VERSION: __version__,
         TAG_DESCRIPTION: description(record),
@@ -95,9 +113,14 @@ def log_suite(tracker: Tracker, suite_dir: Path, record: dict[str, Any], seconds
         "seconds": float(seconds),
     }
     now_ms = int(time.time() * 1e3)
+    gate_runs = entry_gate_runs(suite_dir, record)
     artifacts = [suite_dir / name for name in ARTIFACTS if (suite_dir / name).is_file()]
     with diskfaults.local_faults(tracker.local_dir, suite_dir):
-        run = client.create_run(tracker.experiment_id, tags=tags, run_name=run_name(record))
+        # Started when the suite did: created now with no start time, it would end as it began (0 ms).
+        started_ms = earliest_start(tracker, gate_runs.values(), now_ms - max(0, round(seconds * 1e3)))
+        run = client.create_run(
+            tracker.experiment_id, start_time=started_ms, tags=tags, run_name=run_name(record)
+        )
         run_id = str(run.info.run_id)
         client.log_batch(
             run_id,
@@ -107,7 +130,7 @@ def log_suite(tracker: Tracker, suite_dir: Path, record: dict[str, Any], seconds
         )
         for path in artifacts:
             client.log_artifact(run_id, str(path))
-        for gate_run_id in entry_gate_runs(suite_dir, record).values():
+        for gate_run_id in gate_runs.values():
             client.set_tag(gate_run_id, TAG_PARENT, run_id)
         client.set_terminated(run_id, "FINISHED", now_ms)
     return run_id

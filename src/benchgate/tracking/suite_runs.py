@@ -3,9 +3,9 @@ by the KFP run that logged it.
 
 On a cluster every entry of a suite is one gate pipeline inside one KFP run (kfp/suite_pipeline.py);
 each logs its gate run under the key "<KFP run id>-<entry name>" (kfp/suite_entries.py), and the suite
-gate finds them here after the last entry. The suite parent it logs (tracking/suite_record.py) is
-tagged with the KFP run's id and name and the worst verdict, so the controller reads a suite's outcome
-as it reads a gate run's (`suite_run_for_kfp`).
+gate finds them here after the last entry. The suite parent it logs (tracking/suite_record.py, which
+tags the worst verdict as a local suite's parent has it) is tagged here with the KFP run's id and name,
+so the controller reads a suite's outcome as it reads a gate run's (`suite_run_for_kfp`).
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ def download_entry_files(tracker: Tracker, run_id: str, dest: Path) -> list[str]
 
 
 def mark_suite_run(tracker: Tracker, run_id: str, kfp_run_id: str, kfp_run_name: str, verdict: str) -> None:
-    """Tag the suite parent with the KFP run it came from and its worst verdict (see the docstring)."""
+    """Tag the suite parent with the KFP run it came from, and with its worst verdict again (log_suite
+    tagged it already; the suite gate passes the verdict it printed)."""
     client = tracker.client
     client.set_tag(run_id, TAG_KFP_RUN_ID, kfp_run_id)
     client.set_tag(run_id, TAG_KFP_RUN_NAME, kfp_run_name)

@@ -16,6 +16,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchgate.results.figures import RUN_TOKENS_PER_S
+
 if TYPE_CHECKING:
     from mlflow import MlflowClient
     from mlflow.entities import Experiment, Metric
@@ -44,7 +46,9 @@ IDENTITY_COLUMNS = {
 }
 FIGURE_COLUMNS = {"metrics.`scaling_efficiency_pct`": 160, "metrics.`eval/perplexity`": 120}
 THROUGHPUT_WIDTH = 150
-THROUGHPUT = re.compile(r"metrics\.`ws(\d+)/tokens_per_s_p50`")
+# The run's tokens/s at each world size (results/figures.RUN_TOKENS_PER_S: the verdict table's figure);
+# views stored before it was logged showed the p50 column, whose world sizes are still read from them.
+THROUGHPUT = re.compile(r"metrics\.`ws(\d+)/tokens_per_s_(?:mean|p50)`")
 
 
 def mark_experiment_kind(client: MlflowClient, experiment: Experiment) -> None:
@@ -59,9 +63,9 @@ def mark_experiment_kind(client: MlflowClient, experiment: Experiment) -> None:
 
 
 def runs_view(world_sizes: Iterable[int]) -> dict[str, Any]:
-    """benchgate's view of the runs table: identity columns, tokens/s p50 at each world size (sorted),
-    scaling efficiency and perplexity."""
-    throughput = {f"metrics.`ws{n}/tokens_per_s_p50`": THROUGHPUT_WIDTH for n in sorted(set(world_sizes))}
+    """benchgate's view of the runs table: identity columns, the run's tokens/s at each world size
+    (sorted), scaling efficiency and perplexity."""
+    throughput = {f"metrics.`ws{n}/{RUN_TOKENS_PER_S}`": THROUGHPUT_WIDTH for n in sorted(set(world_sizes))}
     widths = ALWAYS_SHOWN | IDENTITY_COLUMNS | throughput | FIGURE_COLUMNS
     selected = [column for column in widths if column not in ALWAYS_SHOWN]
     return {"selectedColumns": selected, "columnOrder": list(widths), "columnWidths": widths}

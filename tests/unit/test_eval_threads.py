@@ -1,0 +1,54 @@
+"""The eval's thread count: 1 unless set, never more than the usable CPUs, and eval.json says what ran.
+
+On a 2-core host with one core kept busy, 2 threads ran the eval 2 to 26 times slower than 1 (each
+parallel region waits for the descheduled thread); the count also changes the numbers, so it cannot
+follow the machine (config.py, EvalConfig.threads).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from benchgate.config import MAX_THREADS, EvalConfig
+from benchgate.kit.cpus import CpuBudget, threads_within
+from benchgate.measure.evaluate import run_eval
+
+TINY = {"workload_args": {"size": "tiny"}, "workload": "benchgate.workloads.gpt:make_workload"}
+
+
+@pytest.mark.parametrize(
+    ("requested", "budget", "runs"),
+    [
+        (1, CpuBudget(affinity=96, quota=None), 1),
+        (8, CpuBudget(affinity=96, quota=None), 8),
+        (8, CpuBudget(affinity=2, quota=None), 2),  # a 2-core host or a taskset of 2
+        (8, CpuBudget(affinity=96, quota=4.0), 4),  # a pod limited to 4 CPUs on a 96-core node
+        (2, CpuBudget(affinity=96, quota=1.5), 1),  # two threads under 1.5 CPUs get throttled
+        (4, CpuBudget(affinity=96, quota=0.5), 1),  # 500m: one thread is the least that runs
+    ],
+)
+def test_threads_are_capped_at_the_usable_cpus(requested: int, budget: CpuBudget, runs: int) -> None:
+    assert threads_within(requested, budget) == runs
+
+
+def test_the_default_is_one_thread_on_every_machine() -> None:
+    assert EvalConfig().threads == 1
+    assert "Default 1 on every machine" in (EvalConfig.model_fields["threads"].description or "")
+
+
+@pytest.mark.slow
+def test_eval_json_records_the_threads_that_ran(config_factory, tmp_path: Path) -> None:
+    """Asked for 4096 threads on a process whose affinity mask holds one CPU, the eval runs one."""
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(allowed)})
+    try:
+        config = config_factory(bench=TINY, eval={"train_steps": 2, "threads": MAX_THREADS})
+        result = run_eval(config, tmp_path / "eval.json")
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert result["settings"]["threads"] == 1
+    assert json.loads((tmp_path / "eval.json").read_text())["settings"]["threads"] == 1

@@ -84,10 +84,13 @@ def suite_dir(suite_runs: Path, tmp_path: Path) -> Path:
 
 
 def _figures(entry_dir: Path, world_size: int) -> tuple[float, float | None, float]:
-    """tokens/s p50, perplexity (None without eval) and peak memory, read straight from the files."""
+    """The run's tokens/s (tokens per step over the mean step, each step capped at 10x the median),
+    perplexity (None without eval) and peak memory, read straight from the files."""
     metrics = json.loads((entry_dir / f"metrics-ws{world_size}.json").read_text())
     evaluation = json.loads((entry_dir / "eval.json").read_text())
-    tokens = statistics.median(metrics["samples"]["tokens_per_s"])
+    steps = metrics["samples"]["step_time_s"]
+    cap = 10 * statistics.median(steps)
+    tokens = metrics["tokens_per_step_global"] / statistics.fmean(min(t, cap) for t in steps)
     return tokens, evaluation.get("perplexity"), metrics["memory"]["peak_bytes"]
 
 

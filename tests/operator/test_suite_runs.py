@@ -78,7 +78,8 @@ async def test_a_suite_run_is_one_kfp_run_of_the_suite_pipeline_with_its_entries
         "workload": "benchgate.workloads.gpt:make_workload",
         "workload_args": {"size": "tiny", "batch_size": 8},
         "variant": {"precision": "fp32", "batch_size": 8},
-        "config": {"eval": {"enabled": False}, "bench": {"precision": "fp32"}},
+        # The eval follows the variant's batch size, as a local suite's does.
+        "config": {"eval": {"enabled": False, "batch_size": 8}, "bench": {"precision": "fp32"}},
     }
     assert second["config"] == {"bench": {"precision": "bf16"}}
     # A gate run beside it still runs the gate pipeline: one compiled package per pipeline.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from benchgate.ab.host_fit import cpu_ab_worlds, host_ab_worlds, mark_not_measured
+from benchgate.checks.tables import why
 from benchgate.results.comparison import SCALING, TIMING, Check, Comparison
 
 
@@ -66,6 +67,7 @@ def test_an_undecided_row_becomes_info_and_a_screen_fail_a_warn_with_the_reason(
     assert one == screened(1, "PASS")
     assert two.status == "INFO" and two.decided_by == "host"
     assert two.note.startswith("not decided here: an A/B at ws=2")
+    assert why(two) == "not A/B'd: too few cores for ws=2"  # in the row's status cell, not only its note
     assert "the screen said UNKNOWN (-3.0%)" in two.note
     assert eff.status == "INFO" and marked.verdict == "PASS"
     failed = mark_not_measured(comparison(screened(2, "FAIL", -12.0)), skipped)

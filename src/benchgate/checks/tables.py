@@ -94,6 +94,8 @@ def why(check: Check) -> str:
         return paired
     if check.decided_by == "unchanged":
         return "unchanged code: the baseline's own commit and setup"
+    if check.decided_by == "host":  # ab/host_fit.py: the note says how many cores it wanted
+        return f"not A/B'd: too few cores for ws={check.world_size}"
     beyond = (
         check.status == "PASS"
         and check.tolerance is not None

@@ -45,6 +45,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# Its own folder first, explicitly: under PYTHONSAFEPATH (which benchgate's source checkouts set for
+# their children) the script's directory is not on sys.path.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write_wider_gpt
 
 REPO = Path(__file__).resolve().parents[1]

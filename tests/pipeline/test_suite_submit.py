@@ -100,7 +100,7 @@ def test_submit_suite_sends_one_run_of_the_suite_pipeline_with_the_entries(
         "workload": "benchgate.workloads.gpt:make_workload",
         "workload_args": {"size": "tiny", "batch_size": 8},
         "variant": {"precision": "fp32", "batch_size": 8},
-        "config": {"eval": {"enabled": False}, "bench": {"precision": "fp32"}},
+        "config": {"eval": {"enabled": False, "batch_size": 8}, "bench": {"precision": "fp32"}},
     }
     assert second["workload_args"] == {"size": "tiny", "hidden": 512}
     assert second["config"] == {"bench": {"precision": "bf16", "compile": True}}

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from mlflow.entities import Metric, Run, RunData, RunInfo, RunTag
+from test_one_tokens_per_s import logged
 
 from benchgate.history.series import (
     RunGroup,
@@ -25,7 +25,6 @@ from benchgate.history.series import (
 from benchgate.publish.plots import history_figure
 from benchgate.results.bundle import load_bundle
 from benchgate.results.figures import HistoryPoint, run_figures
-from benchgate.tracking import client as tracking
 from benchgate.tracking.read import history_point
 
 STACK_RUN = Path(__file__).with_name("stack_run")
@@ -43,15 +42,7 @@ def gate_run(i: int, slower: float, workload: str = "stack", branch: str = "main
     """The real run, every step `slower` times as long (and a +-1% jitter), logged as run i."""
     jitter = 1 + 0.01 * ((i * 7) % 5 - 2) / 2
     bundle = replace(REAL, metrics={ws: scaled(m, slower * jitter) for ws, m in REAL.metrics.items()})
-    started_ms = 1_700_000_000_000 + 1000 * i
-    tags = [
-        RunTag(tracking.TAG_COMMIT, f"{i:02d}" * 20),
-        RunTag(tracking.TAG_BRANCH, branch),
-        RunTag(tracking.TAG_WORKLOAD, workload),
-    ]
-    info = RunInfo(f"run{i:02d}", "0", "ci", "FINISHED", started_ms, started_ms + 1000, "active")
-    metrics = [Metric(k, v, started_ms, 0) for k, v in run_figures(bundle).items()]
-    return history_point(Run(info, RunData(metrics=metrics, tags=tags)))
+    return history_point(logged(run_figures(bundle), workload, branch, i))
 
 
 def test_two_workloads_are_two_series_and_no_change_point_lies_between_them() -> None:

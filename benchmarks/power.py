@@ -66,6 +66,9 @@ class Stack:
     tokens_per_step = BATCH
 
     def build_model(self, device):
+        # A deep stack's gradients reach subnormal floats, which some CPUs (this host's Xeon) compute
+        # several times slower, so added layers cost less than their share: flushed, each costs alike.
+        torch.set_flush_denormal(True)
         layers = []
         for _ in range(LAYERS):
             layers += [nn.Linear(WIDTH, WIDTH), nn.GELU()]
@@ -109,6 +112,8 @@ class Stack:
     calls = 0
 
     def build_model(self, device):
+        torch.set_flush_denormal(True)  # as WORKLOAD's: every layer costs alike
+
         def stack(n):
             layers = []
             for _ in range(n):

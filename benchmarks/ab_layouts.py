@@ -44,7 +44,8 @@ from _common import write_wider_gpt
 from power import rate, wilson  # benchmarks/power.py, beside this script
 from scipy import stats as scipy_stats
 
-from benchgate.ab.runner import Side, round_steps, run_ab, run_round, run_sequential_round
+from benchgate.ab.round_plan import round_steps
+from benchgate.ab.runner import Side, run_ab, run_round, run_sequential_round
 from benchgate.config import RunConfig, load_config
 from benchgate.kit.files import read_json, write_json
 from benchgate.measure.launch import run_bench

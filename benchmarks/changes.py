@@ -2,6 +2,7 @@
 (history/changes.py), against a per-commit threshold rule at the same false-alarm rate.
 
     python benchmarks/changes.py [--histories 200] [--runs 60] [--alpha A]
+    python benchmarks/changes.py --check-alarms [--histories 500] [--runs 60] [--noise 1.0]
 
 For each noise level, `--histories` histories of `--runs` runs of tokens/s: a third with no shift, a
 third with one, a third with two (each 2% to 10%, up or down, at least 5 runs from an end and from each
@@ -30,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchgate.history.changes import ALPHA, change_points
+from benchgate.history.changes import ALPHA, change_points, floor_pct
 from benchgate.kit.files import read_json, write_json
 
 RESULTS = Path(__file__).parent / "results"
@@ -107,12 +108,60 @@ def calibrated_threshold(
     return float(steps[len(steps) - allowed - 1]) if allowed < len(steps) else 0.0
 
 
+def ar1_history(rng: np.random.Generator, runs: int, phi: float, noise_pct: float) -> list[float]:
+    """A history of unchanged code whose runs are AR(1): a slow host stays slow for a while."""
+    x = np.zeros(runs)
+    shocks = rng.normal(0.0, noise_pct / 100, runs) * math.sqrt(1 - phi * phi)  # stationary sd = noise
+    for i in range(runs):
+        x[i] = (phi * x[i - 1] if i else shocks[0] / math.sqrt(1 - phi * phi)) + shocks[i]
+    return list(1000.0 * np.exp(x))
+
+
+def check_alarms(args: argparse.Namespace) -> None:
+    """False alarms per 100 `history --check`s on AR(1) histories of unchanged code (phi 0, 0.3, 0.6).
+
+    Each history is checked once, at a random length from --runs/2 to --runs (a check after a run, as a
+    nightly schedule does): an alarm is a regression (a drop of tokens/s beyond the floor) that starts
+    in the newest 10 runs and is new with the newest run (cli/history.new_changes: found over all runs,
+    not without the newest), as `--check --new 1` reports it; beside it the old rule (any such regression
+    in the newest 10 runs, re-tested every check). One check per history keeps the checks independent,
+    so the Wilson interval holds."""
+    from power import wilson
+
+    floor = floor_pct(5.0)  # tokens/s at the shipped tolerance
+    rows = []
+    for phi in (0.0, 0.3, 0.6):
+        rng = np.random.default_rng(20261124 + int(10 * phi))
+        new_alarms = old_alarms = 0
+        for _ in range(args.histories):
+            length = int(rng.integers(args.runs // 2, args.runs + 1))
+            values = ar1_history(rng, length, phi, args.noise)
+            now = [p for p in change_points(values, min_change_pct=floor) if p.change_pct < 0]
+            recent = [p for p in now if p.index >= length - 10]
+            before = {p.index for p in change_points(values[:-1], min_change_pct=floor) if p.change_pct < 0}
+            old_alarms += bool(recent)
+            new_alarms += any(p.index not in before for p in recent)
+        n = args.histories
+        row = {"phi": phi, "checks": n, "noise_sd_pct": args.noise, "floor_pct": floor}
+        for name, count in (("new_per_100_checks", new_alarms), ("retest_per_100_checks", old_alarms)):
+            low, high = wilson(count, n)
+            row[name] = {"alarms": count, "rate": 100 * count / n, "wilson95": [100 * low, 100 * high]}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    write_json(RESULTS / f"changes-check-noise{args.noise:g}.json", {"rows": rows, "runs": args.runs})
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--histories", type=int, default=200)
     parser.add_argument("--runs", type=int, default=60)
     parser.add_argument("--alpha", type=float, default=ALPHA, help="significance level (default: shipped)")
+    parser.add_argument("--check-alarms", action="store_true", help="false alarms per 100 --check (AR(1))")
+    parser.add_argument("--noise", type=float, default=1.0, help="--check-alarms: run-to-run sd, percent")
     args = parser.parse_args(argv)
+    if args.check_alarms:
+        check_alarms(args)
+        return
     rows = []
     for name, noise in (("this host", host_noise_pct()), ("quiet GPU node (assumed)", 1.0)):
         rng = np.random.default_rng(20261124)

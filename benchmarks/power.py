@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import random
 import statistics
 import sys
@@ -42,6 +43,7 @@ from benchgate.ab.decision import decide, round_change
 from benchgate.ab.runner import Side, run_ab, run_round
 from benchgate.checks.screen import screen
 from benchgate.config import RunConfig, load_config
+from benchgate.errors import BenchgateError
 from benchgate.kit.files import read_json, write_json
 from benchgate.measure.launch import run_bench
 
@@ -258,17 +260,35 @@ def cmd_record_pool(args: argparse.Namespace) -> None:
     """A/A rounds with every step's time kept, for each setting in --pin (on, off), interleaved."""
     settings = args.pin.split(",")
     rounds: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         side = checkout(root, "stack", 0, args.layers)
         for i in range(args.rounds):
             for pin in settings:
                 config = base_config(root, ab={"steps": args.steps, "pin_cores": pin == "on"})
-                figures = run_round(config, 1, root / f"r{i}{pin}", side, side, None, seed=i)
-                rounds.append({"pin": pin, **figures})
+                try:
+                    figures = run_round(config, 1, root / f"r{i}{pin}", side, side, None, seed=i)
+                except BenchgateError as exc:  # a round lost to the host (a timeout under load): counted
+                    failed.append({"round": i, "pin": pin, "error": str(exc).splitlines()[0]})
+                    print(
+                        f"round {i + 1}/{args.rounds} pin {pin}: failed ({failed[-1]['error']})", flush=True
+                    )
+                    continue
+                rounds.append(
+                    {"pin": pin, "condition": args.condition, "loadavg_1m": os.getloadavg()[0], **figures}
+                )
                 print(f"round {i + 1}/{args.rounds} pin {pin}: {figures['seconds']:.1f} s", flush=True)
-            name = f"pool-stack{args.layers}.json"
-            write_json(RESULTS / name, {"workload": f"layer stack, {args.layers} layers", "rounds": rounds})
+            name = args.out or f"pool-stack{args.layers}.json"
+            write_json(
+                RESULTS / name,
+                {
+                    "workload": f"layer stack, {args.layers} layers",
+                    "condition": args.condition,
+                    "rounds": rounds,
+                    "failed_rounds": failed,
+                },
+            )
 
 
 def _decision_side(root: Path, name: str, uniform: int, intermittent: int) -> Side:
@@ -633,6 +653,10 @@ def main() -> None:
     pool.add_argument("--layers", type=int, default=LAYERS)
     pool.add_argument("--steps", type=int, default=90)
     pool.add_argument("--pin", default="on,off")
+    pool.add_argument(
+        "--out", default="", help="file name under benchmarks/results (default pool-stack<N>.json)"
+    )
+    pool.add_argument("--condition", default="", help="quiet or loaded: recorded with every round")
     resample = sub.add_parser("resample")
     resample.add_argument("--trials", type=int, default=10000)
     resample.add_argument("--pools", default="pool-stack70.json,pool-stack350.json")

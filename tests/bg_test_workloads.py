@@ -101,6 +101,45 @@ def nan_loss(at_step: int = 2) -> Sleepy:
     return _Faulty(0, at_step, "nan")
 
 
+class _Diverging(Sleepy):
+    """Trains as sleepy until step `at_step` (from 1, warmup included), where rank `rank`'s loss is inf:
+    its gradients then spoil every rank's weights, and every later loss is nan."""
+
+    def __init__(self, at_step: int, rank: int) -> None:
+        super().__init__(step_ms=1.0)
+        self.at_step, self.rank = at_step, rank
+
+    def loss(self, output: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
+        loss = super().loss(output, batch)
+        if int(os.environ.get("RANK", "0")) == self.rank and self.steps + 1 == self.at_step:
+            return loss * float("inf")
+        return loss
+
+
+def diverging(at_step: int = 13, rank: int = 1) -> Sleepy:
+    return _Diverging(at_step, rank)
+
+
+def slow_learner(scale: float = 0.3, step_ms: float = 1.0) -> Sleepy:
+    """sleepy whose gradients are scaled by `scale` before each optimizer step: the same losses at its
+    first step, then a loss that falls more slowly (a commit that broke a learning-rate schedule)."""
+
+    class SlowLearner(Sleepy):
+        def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+            optimizer = super().make_optimizer(model)
+            optimizer.register_step_pre_hook(lambda opt, *_: _scale_gradients(opt, scale))
+            return optimizer
+
+    return SlowLearner(step_ms)
+
+
+def _scale_gradients(optimizer: torch.optim.Optimizer, scale: float) -> None:
+    for group in optimizer.param_groups:
+        for parameter in group["params"]:
+            if parameter.grad is not None:
+                parameter.grad.mul_(scale)
+
+
 def rising_loss() -> Any:
     class Rising(Sleepy):
         def loss(self, output: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:

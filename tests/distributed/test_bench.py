@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -65,10 +68,46 @@ def test_bench_rank_that_hangs_fails_within_the_collective_timeout(config_factor
     assert elapsed < 60, elapsed
 
 
-def test_bench_nan_loss_fails_naming_rank_and_step(config_factory, tmp_path: Path) -> None:
-    config = config_factory(bench={"workload": "bg_test_workloads:nan_loss", "warmup": 0})
-    with pytest.raises(RunFailedError, match=r"rank 0: loss is nan at measured step 1"):
-        run_bench(config, 1, tmp_path / "out")
+def test_bench_loss_that_diverges_is_recorded_and_compare_fails_naming_the_step(
+    config_factory, tmp_path: Path
+) -> None:
+    # Rank 1's loss goes to inf at step 13 (warmup 2: the 11th measured step), where the baseline trains.
+    bench = {"steps": 20, "warmup": 2, "world_sizes": [1, 2]}
+    runs = {}
+    for name, workload, args in (
+        ("base", "sleepy", {"step_ms": 1.0}),
+        ("cur", "diverging", {"at_step": 13, "rank": 1}),
+    ):
+        config = config_factory(
+            bench={**bench, "workload": f"bg_test_workloads:{workload}", "workload_args": args}
+        )
+        runs[name] = read_json(run_bench(config, 2, tmp_path / name))  # exit 0: a diverged run is measured
+        (tmp_path / name / "env.json").write_text(
+            json.dumps({"machine_profile": runs[name]["machine_profile"]})
+        )
+    metrics = runs["cur"]
+    assert metrics["diverged"] == {"step": 13, "phase": "measured", "rank": 1, "value": "inf"}
+    assert runs["base"]["diverged"] is None
+    # Every step is still timed; only the losses before the divergence are kept.
+    assert len(metrics["samples"]["step_time_s"]) == 20 and len(metrics["samples"]["loss"]) == 10
+    assert metrics["loss_slope"]["slope"] < 0
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchgate",
+            "compare",
+            str(tmp_path / "cur"),
+            "--baseline",
+            str(tmp_path / "base"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "loss diverged at step 13 (inf)" in result.stdout and "the baseline trains" in result.stdout
 
 
 def test_bench_workload_error_in_a_rank_is_bad_input(config_factory, tmp_path: Path) -> None:

@@ -19,12 +19,16 @@ from pathlib import Path
 
 import pytest
 
+from benchgate.ab import creep_ab
+from benchgate.ab.runner import Side
+from benchgate.ab.stage import stage_ab, worlds_for_ab
 from benchgate.checks.stage import stage_compare
 from benchgate.config import RunConfig
+from benchgate.kit.files import read_json, write_json
 from benchgate.measure.launch import run_bench
 from benchgate.measure.stage import stage_env
 from benchgate.results.bundle import load_bundle
-from benchgate.results.comparison import CREEP, TIMING, Comparison
+from benchgate.results.comparison import CREEP, TIMING, Comparison, load_comparison
 from benchgate.store.anchor import save_anchor
 from benchgate.store.baseline import find_baseline, save_baseline
 from conftest import make_config
@@ -48,11 +52,16 @@ def row(comparison: Comparison, metric: str) -> tuple[str, float | None, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # six launches, then the creep A/B's rounds (two launches each)
 def test_commits_that_each_pass_add_up_to_a_creep_fail(repo: Path, tmp_path: Path) -> None:
     config = make_config(
         tmp_path,
         bench={"workload": "stackwork:make_workload", "steps": 30, "warmup": 3},
-        gate={"tolerances": {"throughput_drop_pct": 80.0, "confidence": 0.7}},
+        gate={
+            "tolerances": {"throughput_drop_pct": 80.0, "confidence": 0.7},
+            # Small rounds, a few seconds each (as tests/gate/test_ab.py's): the creep A/B at the end.
+            "ab": {"steps": 12, "min_measured_s": 0.2, "warmup": 2, "min_rounds": 3, "max_rounds": 5},
+        },
     )
     baselines = config.gate.baseline_dir
     anchor_sha, *later = stack_history(repo, LAYERS)
@@ -81,3 +90,20 @@ def test_commits_that_each_pass_add_up_to_a_creep_fail(repo: Path, tmp_path: Pat
     assert creep[0][0] != "FAIL", described  # one step of half the tolerance is within it
     assert creep[-1][0] == "FAIL" and outcomes[-1][2] == "FAIL", described  # three are not
     assert creep[-1][1] is not None and creep[0][1] is not None and creep[-1][1] < creep[0][1], described
+    # The screen's FAIL is a question: the A/B stage (the pipeline's, as a run with a base commit reaches
+    # it) runs an interleaved A/B of the anchor's commit, checked out of the repository, against this
+    # run, and only its FAIL fails the row. The timing row PASSed, so no per-commit A/B runs.
+    last = tmp_path / f"commit{len(later)}"
+    compared = load_comparison(last / "compare.json")
+    assert creep_ab.pending(compared) == {1: anchor_sha}
+    env = read_json(last / "env.json")
+    write_json(last / "env.json", env | {"source": {"repository": f"file://{repo}", "commit": later[-1]}})
+    assert worlds_for_ab(compared, find_baseline(baselines, anchor.machine_profile, "stack"), True) == [1]
+    candidate = Side(f"candidate {later[-1][:12]}", later[-1], (repo,))
+    decided = stage_ab(config, last, [1], Side("base (not run)"), candidate)
+    status, _, note = row(decided, CREEP)
+    assert (status, decided.verdict) == ("FAIL", "FAIL"), note
+    found = next(c for c in decided.checks if c.metric == CREEP)
+    assert found.decided_by == "ab" and "by A/B" in note and f"A/B vs anchor {anchor_sha[:12]}" in note, note
+    assert row(decided, TIMING)[0] == "PASS" and not (last / "ab").exists()  # no per-commit A/B
+    assert read_json(last / "creep" / "ab" / "ws1" / "ab.json")["base"]["commit"] == anchor_sha

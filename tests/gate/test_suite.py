@@ -207,6 +207,13 @@ def test_a_suite_of_models_and_variants_gates_each_entry_against_its_own_baselin
     markdown = (tmp_path / "first" / "suite.md").read_text()
     for name in entries:
         assert f"**{name} (PASS)**" in markdown
+    # The family-wise false FAIL (suite/family.py): every entry gated at its share of the 5% budget,
+    # and the bound stated under the table.
+    family = record["family"]
+    assert family["method"] == "bonferroni" and family["alpha"] == pytest.approx(0.05)
+    assert family["decisions"] >= len(entries) and family["sentence"] in markdown
+    for entry in entries.values():
+        assert entry["confidence"] == pytest.approx(1 - 0.05 / family["decisions"])
     # The Pareto view (suite/report.py) is drawn at the end: three entries had the eval, every entry has
     # a peak memory; the frontier of each panel is marked, the rest named as dominated.
     assert (tmp_path / "first" / "pareto.png").read_bytes().startswith(b"\x89PNG")

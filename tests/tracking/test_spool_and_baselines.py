@@ -333,7 +333,8 @@ def test_history_changes_finds_the_commit_that_slowed_every_step(
     change = float(re.search(r"│ ([+-][0-9.]+)% │", rows[0])[1])  # type: ignore[index]
     assert change == pytest.approx(-20.0, abs=1.0), rows[0]  # 1/1.25 - 1, give or take the jitter
     # The nightly check fails on it, names the run, and passes once the change is acknowledged.
-    checked = benchgate("history", "--profile", "p-changes", "--check", *common, cwd=repo)
+    # Every run was logged just now: all 12 are new to this first check (`--new`).
+    checked = benchgate("history", "--profile", "p-changes", "--check", "--new", "12", *common, cwd=repo)
     assert checked.returncode == 1, checked.stdout + checked.stderr
     run_id = re.search(r"benchgate history ack (\w+) --reason", checked.stdout)[1]  # type: ignore[index]
     config = ["--config", str(settings), "--tracking-uri", mlflow_server]
@@ -342,7 +343,7 @@ def test_history_changes_finds_the_commit_that_slowed_every_step(
     acked = benchgate("history", "ack", run_id, "--reason", "bigger model, on purpose", *config, cwd=repo)
     assert acked.returncode == 0, acked.stdout + acked.stderr
     assert tracker.client.get_run(run_id).data.tags[tracking.TAG_ACK_REASON] == "bigger model, on purpose"
-    again = benchgate("history", "--profile", "p-changes", "--check", *common, cwd=repo)
+    again = benchgate("history", "--profile", "p-changes", "--check", "--new", "12", *common, cwd=repo)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "(acknowledged:" in again.stdout.split("change points", 1)[1]  # the table marks it
     # Outside the repository the runs are read by start time: the same slowdown is no longer one step.

@@ -13,8 +13,9 @@ import pytest
 
 from benchgate.ab.decision import decide
 from benchgate.ab.layout import GIB, Layout, choose_layout, device_room, layout_for, peak_reserved_bytes
+from benchgate.ab.round_plan import sequential_order
 from benchgate.ab.rows import apply_ab
-from benchgate.ab.runner import AB_FILE, ABOutcome, Side, ab_layout, resumed_layout, sequential_order
+from benchgate.ab.runner import AB_FILE, ABOutcome, Side, ab_layout, resumed_layout
 from benchgate.config import ABConfig, Tolerances
 from benchgate.errors import BadInputError
 from benchgate.kit.files import read_json, write_json
@@ -325,7 +326,8 @@ def test_the_ab_row_note_names_the_layout(tmp_path: Path) -> None:
     row = apply_ab(Comparison("profile", "w", None), outcome, Tolerances(), ABConfig()).timing(1)
     assert row is not None
     # After the decision's own note, before the noise and the spread.
-    assert f"s; {layout.note()}; " in row.note and row.note.index(layout.note()) < row.note.index("sd ")
+    assert f"device-s); {layout.note()}; " in row.note
+    assert row.note.index(layout.note()) < row.note.index("sd ")
     # The rule is the same; it names the rounds as the layout made them.
     assert (
         "A/B, rounds of one launch per side (A B, then B A), tokens/s over each round's total time"

@@ -17,7 +17,10 @@ CONFIDENCE = 0.95
 MIN_ROUNDS, MAX_ROUNDS = 2, 6
 NOISE = 0.01  # each round's figure is the true log change +- 1%
 GOOD = "good"
-AT_LIMIT = 1 - TOLERANCE_PCT / 100  # a change of exactly -tolerance: no number of rounds decides it
+AT_LIMIT = 1 - TOLERANCE_PCT / 100  # a change of exactly -tolerance
+HALFWAY = 0.5**0.5  # half of a -50% good->bad change, in log units: where midpoints are judged
+# Rounds this noisy leave an A/B at the tolerance undecided even at its last look: wider than the zone.
+UNDECIDABLE_NOISE = 0.3
 
 
 class SyntheticAB:
@@ -26,15 +29,21 @@ class SyntheticAB:
     def __init__(self, speeds: dict[str, float]) -> None:
         self.speeds = speeds
         self.calls: list[tuple[str, str, bool]] = []
+        self.tolerances: list[float | None] = []
+        self.noisy: set[tuple[str, str]] = set()  # pairs whose rounds are UNDECIDABLE_NOISE apart
 
-    def __call__(self, base: str, candidate: str, more_rounds: bool = False) -> ABDecision:
+    def __call__(
+        self, base: str, candidate: str, more_rounds: bool = False, tolerance_pct: float | None = None
+    ) -> ABDecision:
         self.calls.append((base, candidate, more_rounds))
+        self.tolerances.append(tolerance_pct)
         change = math.log(self.speeds[candidate] / self.speeds[base])
         max_rounds = MAX_ROUNDS * (2 if more_rounds else 1)
         rounds: list[float] = []
         while True:
-            rounds.append(change + NOISE * (-1) ** len(rounds))
-            decision = decide(rounds, TOLERANCE_PCT, CONFIDENCE, MIN_ROUNDS, max_rounds)
+            noise = UNDECIDABLE_NOISE if (base, candidate) in self.noisy else NOISE
+            rounds.append(change + noise * (-1) ** len(rounds))
+            decision = decide(rounds, tolerance_pct or TOLERANCE_PCT, CONFIDENCE, MIN_ROUNDS, max_rounds)
             if decision.status != "CONTINUE":
                 return decision
 
@@ -111,11 +120,15 @@ def test_a_faster_bad_commit_is_no_regression() -> None:
     assert run(commits, ab).status == "NO_REGRESSION"
 
 
-def test_creep_finds_where_the_total_first_exceeds_tolerance_and_says_its_own_change_is_within() -> None:
-    # Each commit 4% slower than the one before: no single one beyond 10%, the third one's total is.
-    commits, ab = history([0.96**i for i in range(1, 9)])
+def test_creep_finds_where_the_total_first_passes_half_the_change_and_says_its_own_change_is_within() -> None:
+    # Each commit 4% slower than the one before: no single one beyond 10%, the range's total -30.7%.
+    commits, ab = history([0.96**i for i in range(1, 10)])
     found = run(commits, ab)
-    assert found.culprit == "c3"  # 0.96**2 = -7.8% is within, 0.96**3 = -11.5% is not
+    # Midpoints are judged against half the range's change (0.96**4.5: -16.8%), not the tolerance.
+    search = [t for t, (_, c, _) in zip(ab.tolerances, ab.calls, strict=True) if c not in ("c9",)]
+    assert search[0] == pytest.approx(-100 * math.expm1(4.5 * math.log(0.96)), rel=1e-3)
+    assert all(step.tolerance_pct == search[0] for step in found.steps if step.role == "search")
+    assert found.culprit == "c5"  # 0.96**4 = -15.1% is within half of it, 0.96**5 = -18.5% is not
     assert found.vs_good is not None and found.vs_good.status == "FAIL"
     assert found.own is not None and found.own.status == "PASS"
     assert found.own.change_pct == pytest.approx(-4, abs=1)
@@ -123,6 +136,7 @@ def test_creep_finds_where_the_total_first_exceeds_tolerance_and_says_its_own_ch
 
 def test_unknown_range_decision_gets_more_rounds_once_then_stops() -> None:
     commits, ab = history([1.0] * 5 + [AT_LIMIT])
+    ab.noisy = {(GOOD, "c6")}
     found = run(commits, ab)
     assert found.status == "UNKNOWN" and found.exit_code == 4
     assert ab.calls == [(GOOD, "c6", False), (GOOD, "c6", True)]
@@ -133,8 +147,9 @@ def test_unknown_range_decision_gets_more_rounds_once_then_stops() -> None:
 
 
 def test_unknown_search_step_stops_with_the_narrowed_range() -> None:
-    # c1..c3 unchanged, c4 exactly at the limit (undecidable), c5..c8 clearly slower.
-    commits, ab = history([1.0, 1.0, 1.0, AT_LIMIT, 0.5, 0.5, 0.5, 0.5])
+    # c1..c3 unchanged, c4 exactly at half the range's change (undecidable), c5..c8 clearly slower.
+    commits, ab = history([1.0, 1.0, 1.0, HALFWAY, 0.5, 0.5, 0.5, 0.5])
+    ab.noisy = {(GOOD, "c4")}
     found = run(commits, ab)
     assert found.status == "UNKNOWN" and found.culprit is None
     # range FAIL; c4 (middle of 1..8) UNKNOWN twice: stop, the culprit is one of c1..c8 still.
@@ -144,7 +159,8 @@ def test_unknown_search_step_stops_with_the_narrowed_range() -> None:
 
 
 def test_unknown_after_narrowing_keeps_what_was_narrowed() -> None:
-    commits, ab = history([1.0, 1.0, 1.0, 1.0, 1.0, AT_LIMIT, 0.5, 0.5])
+    commits, ab = history([1.0, 1.0, 1.0, 1.0, 1.0, HALFWAY, 0.5, 0.5])
+    ab.noisy = {(GOOD, "c6")}
     found = run(commits, ab)
     assert found.status == "UNKNOWN"
     assert [c for _, c, more in ab.calls if not more] == ["c8", "c4", "c6"]
@@ -153,8 +169,10 @@ def test_unknown_after_narrowing_keeps_what_was_narrowed() -> None:
 
 
 def test_a_decided_culprit_whose_own_change_stays_unknown_is_still_the_culprit() -> None:
-    # c2's own change is exactly -10% (undecidable), its change vs good -14.5% is not.
-    commits, ab = history([0.95, 0.95 * AT_LIMIT, 0.5])
+    # c2's own change is exactly -10% (undecidable), its change vs good -14.5% is beyond half the range's
+    # (-15.3%: midpoints against -8.0%), c1's -5% is not.
+    commits, ab = history([0.95, 0.95 * AT_LIMIT, 0.95 * AT_LIMIT * 0.99])
+    ab.noisy = {("c1", "c2")}
     found = run(commits, ab)
     assert found.status == "CULPRIT" and found.culprit == "c2" and found.exit_code == 1
     assert found.own is not None and found.own.status == "UNKNOWN"

@@ -23,13 +23,19 @@ from benchgate.config import RunConfig, parse_config
 from benchgate.errors import BaselineError
 from benchgate.kit.files import write_json
 from benchgate.measure.fingerprint import (
+    LOADED,
     NAMES,
+    SETUP_CHANGED,
     capture_fingerprints,
+    compared,
     describe,
     differing,
     fingerprint_details,
+    loaded_distributions,
+    of_run,
+    record_loaded,
 )
-from benchgate.results.bundle import load_bundle
+from benchgate.results.bundle import Bundle, load_bundle
 from benchgate.tracking.record import _tags
 
 HEX16 = re.compile(r"^[0-9a-f]{16}$")
@@ -165,9 +171,16 @@ def test_a_change_to_a_bundled_workload_changes_benchgate(package_copy: Path) ->
     assert differing(before, after) == ["benchgate"]
 
 
-def test_a_new_module_in_the_harness_changes_benchgate(package_copy: Path) -> None:
+def test_a_new_module_in_the_harness_changes_benchgate_and_one_outside_it_does_not(
+    package_copy: Path,
+) -> None:
     before = capture_in_subprocess("0", package_copy)["fp"]
+    # The CLI, the report and the tracking code never run in the timed process.
+    for outside in ("cli", "publish", "tracking"):
+        (package_copy / "benchgate" / outside / "extra.py").write_text("X = 1\n", encoding="utf-8")
     (package_copy / "benchgate" / "extra.py").write_text("X = 1\n", encoding="utf-8")
+    assert capture_in_subprocess("0", package_copy)["fp"] == before
+    (package_copy / "benchgate" / "measure" / "extra.py").write_text("X = 1\n", encoding="utf-8")
     after = capture_in_subprocess("0", package_copy)["fp"]
     assert differing(before, after) == ["benchgate"]
 
@@ -220,6 +233,91 @@ def test_details_are_readable() -> None:
     assert details["python"].endswith(".".join(map(str, sys.version_info[:2])) + f".{sys.version_info[2]}")
 
 
+# ---------------------------------------------------------------- what the bench loaded
+
+# Top-level import name -> distributions, as importlib.metadata.packages_distributions() returns it.
+PROVIDERS = {
+    "torch": ["torch"],
+    "numpy": ["numpy"],
+    "yaml": ["PyYAML"],
+    "transformers": ["transformers"],
+    "benchgate": ["benchgate"],
+}
+VERSIONS = {
+    "torch": "2.5.1",
+    "numpy": "2.1.3",
+    "PyYAML": "6.0.2",
+    "transformers": "4.46.0",
+    "benchgate": "0.1",
+}
+PRINTS = {"benchgate": "a" * 16, "packages": "b" * 16, "config": "c" * 16}
+
+
+def loaded_run(
+    packages: list[str] | None, python: str = "CPython 3.11.7", installed: str = "b" * 16
+) -> Bundle:
+    """A run whose bench recorded `packages` as loaded (None: a run from before the record)."""
+    metrics: dict[str, Any] = {"workload": "w"}
+    if packages is not None:
+        metrics[LOADED] = {"python": python, "packages": packages}
+    env = {"machine_profile": "p", "fingerprints": {**PRINTS, "packages": installed}}
+    return Bundle(Path("/runs/x"), env, {1: metrics, 2: dict(metrics)})
+
+
+def test_the_loaded_digest_ignores_a_distribution_the_bench_never_imports() -> None:
+    bench_imports = {"torch", "numpy", "yaml", "os", "benchgate", "bench_under_test"}
+    loaded = loaded_distributions(bench_imports, PROVIDERS, VERSIONS.get)
+    # Names normalised; the standard library, the code under test and benchgate itself left out.
+    assert loaded == ["numpy==2.1.3", "pyyaml==6.0.2", "torch==2.5.1"]
+    # transformers installed or not: the bench never imported it, so the same set and the same digest.
+    without_hf = {k: v for k, v in PROVIDERS.items() if k != "transformers"}
+    assert loaded_distributions(bench_imports, without_hf, VERSIONS.get) == loaded
+    # The env stage's digest of everything installed differs; the loaded one, which compare uses, not.
+    hf_installed, hf_absent = loaded_run(loaded, installed="1" * 16), loaded_run(loaded, installed="2" * 16)
+    assert differing(hf_absent.env["fingerprints"], hf_installed.env["fingerprints"]) == ["packages"]
+    assert differing(*compared(hf_absent, hf_installed)) == []
+    # A workload that imports it: another set, another digest.
+    with_hf = loaded_run(loaded_distributions({*bench_imports, "transformers"}, PROVIDERS, VERSIONS.get))
+    assert differing(*compared(hf_absent, with_hf)) == ["packages"]
+    # A bump of one it imports, or another interpreter, likewise.
+    bumped = loaded_distributions(bench_imports, PROVIDERS, {**VERSIONS, "torch": "2.6.0"}.get)
+    assert differing(*compared(hf_absent, loaded_run(bumped))) == ["packages"]
+    assert differing(*compared(hf_absent, loaded_run(loaded, python="CPython 3.12.3"))) == ["packages"]
+
+
+def test_the_loaded_digest_is_the_union_over_world_sizes_in_the_env_digest_format() -> None:
+    run = loaded_run(["torch==2.5.1"])
+    run.metrics[2][LOADED] = {"python": "CPython 3.11.7", "packages": ["numpy==2.1.3"]}
+    both = loaded_run(["numpy==2.1.3", "torch==2.5.1"])
+    assert of_run(run) == of_run(both)
+    assert of_run(run)["packages"] != PRINTS["packages"]  # type: ignore[index]
+    # One launch without the record: the run's loaded set is not known, env.json's digest stands.
+    del run.metrics[2][LOADED]
+    assert of_run(run) == PRINTS
+    # Against a baseline from before the record, both sides compare env.json's digests.
+    assert compared(loaded_run(None), both) == (PRINTS, PRINTS)
+
+
+def test_record_loaded_names_what_this_process_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site"
+    add_dist(site, "fake_loaded-1.0.dist-info", "Metadata-Version: 2.1\nName: fake-loaded\nVersion: 1.0\n")
+    (site / "fake_loaded-1.0.dist-info" / "top_level.txt").write_text("fake_loaded\n", encoding="utf-8")
+    (site / "fake_loaded").mkdir()
+    (site / "fake_loaded" / "__init__.py").write_text("X = 1\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(site))
+    before = record_loaded()
+    assert before["python"] == fingerprint_details(config())["python"]
+    assert "fake_loaded==1.0" not in before["packages"]  # installed, not imported
+    assert any(p.startswith("pydantic==") for p in before["packages"])  # benchgate.config imports it
+    assert not any(p.startswith("benchgate==") for p in before["packages"])
+    monkeypatch.setitem(sys.modules, "fake_loaded", __import__("fake_loaded"))
+    assert "fake_loaded==1.0" in record_loaded()["packages"]
+    # Imported from the code under test (a source path): the checkout's, not the environment's.
+    assert "fake_loaded==1.0" not in record_loaded([str(site)])["packages"]
+
+
 # ---------------------------------------------------------------- differing, describe
 
 
@@ -258,11 +356,12 @@ def test_a_name_one_side_lacks_is_not_different() -> None:
 def test_describe_names_each_fingerprint_in_plain_words() -> None:
     assert describe([]) == ""
     one = describe(["packages"])
-    assert one.startswith("A/B cannot see this change: the baseline run had other installed packages")
-    assert one.endswith("re-measure the baseline with this setup")
+    assert (
+        one == f"{SETUP_CHANGED}: the baseline run had other packages loaded by the bench (or another Python)"
+    )
     everything = describe(list(NAMES))
     assert "benchgate" in everything
-    assert "installed packages" in everything
+    assert "packages loaded by the bench" in everything
     for word in ("workload", "arguments", "device", "precision", "threads", "seed"):
         assert word in everything
     assert " and another bench configuration" in everything

@@ -8,7 +8,12 @@ tests/unit/ab_run/ holds what `benchgate run` wrote in a stack repository (tests
     slower/    16 layers, `--base HEAD~1` (the 12 layers): the A/B FAILed it at its first look (3 rounds,
                -36.1%); the screen against the one stored run had said UNKNOWN (+91.2%)
     same/      the same 16 layers in a docs-only commit, `--base HEAD~1`, 10% tolerance and up to 8 rounds:
-               UNKNOWN after 8 rounds (round-to-round sd 15.1%); the screen had said UNKNOWN (-35.7%)
+               undecided until its last look, round 8 (round-to-round sd 15.1%), which decides by the
+               estimate inside the indifference zone: PASS (+1.9%); the screen had said UNKNOWN (-35.7%)
+
+Each ab.json's "decision" is the rule's over its saved rounds (ab/decision.decide_rounds): the rounds are
+the run's; the decision is recomputed whenever the rule changes (the A/B rule v3 moved `same/` from
+UNKNOWN to PASS and widened `slower/`'s first-look interval).
 
 Each compare.json is as the A/B stage wrote it before a row kept the run's own figures: its timing row
 holds the A/B's base and candidate (7,073 and 4,541 tok/s in slower/) where the stored baseline's
@@ -29,7 +34,7 @@ import pytest
 from mlflow.entities import Metric, Run, RunData, RunInfo, RunTag
 
 from benchgate.ab.rows import apply_ab, apply_ab_scaling
-from benchgate.ab.stage import fingerprints_unseen_by_ab
+from benchgate.ab.stage import fingerprints_unseen_by_ab, stored_baseline
 from benchgate.checks import scaling
 from benchgate.checks.compare import compare, scaling_row
 from benchgate.checks.stage import stage_compare, write_comparison
@@ -81,7 +86,7 @@ def decided_by_ab(tmp_path: Path, name: str, stored: bool = True) -> tuple[RunCo
         save_baseline(load_bundle(AB_RUN / "baseline"), config.gate.baseline_dir, "the 12-layer commit")
     comparison, current, _ = stage_compare(config, run)
     outcome = read_json(run / "ab" / "ws1" / "ab.json")
-    unseen = fingerprints_unseen_by_ab(config, current)
+    unseen = fingerprints_unseen_by_ab(stored_baseline(config, current), current)
     comparison = apply_ab(comparison, outcome, config.gate.tolerances, config.gate.ab, unseen)
     write_comparison(run, apply_ab_scaling(comparison, {1: outcome}, config.gate.tolerances))
     return config, run
@@ -140,7 +145,7 @@ def test_the_ab_row_says_in_itself_that_the_ab_decided_and_its_footnote_starts_w
     )
     assert line == (
         f"| tokens/s (ws=1) [1] | {stored:,.0f} tok/s | {bench:,.0f} tok/s | +91.23% | — | "
-        "FAIL: A/B decided: paired -36.1% [-42.5, -29.0]% |"
+        "FAIL: A/B decided: paired -36.1% [-43.6, -23.5]% |"
     )
     assert footnote_lines(comparison)[0].startswith("[1] tokens/s (ws=1): FAIL. rule: A/B, rounds of")
     assert (
@@ -212,7 +217,7 @@ def test_one_tokens_per_s_in_the_table_mlflow_history_baseline_show_and_the_repo
 
 
 @pytest.mark.parametrize(
-    ("name", "said"), [("slower", ["FAIL"]), ("same", ["CONTINUE", "CONTINUE", "UNKNOWN"])]
+    ("name", "said"), [("slower", ["FAIL"]), ("same", ["CONTINUE", "CONTINUE", "PASS"])]
 )
 def test_the_looks_recomputed_from_the_saved_rounds_end_in_the_ab_decision(
     tmp_path: Path, name: str, said: list[str]
@@ -232,7 +237,8 @@ def test_the_report_shows_the_ab_rounds_looks_decision_and_both_sides_steps(tmp_
     page = write_report(config, run).read_text()
     outcome = read_json(run / "ab" / "ws1" / "ab.json")
     assert "<h2>A/B at world size 1: base vs candidate</h2>" in page
-    assert "<b>Decision: UNKNOWN</b>: undecided after 8 rounds (gate.ab.max_rounds)" in page
+    assert f"<b>Decision: PASS</b>: {outcome['decision']['reason']}" in page
+    assert "at the last look, within -10% by the estimate" in outcome["decision"]["reason"]
     section = page.split("<h3>Rounds</h3>", 1)[1].split("<h3>Looks</h3>", 1)[0]
     for i, r in enumerate(outcome["rounds"], start=1):
         change = f"{100 * math.expm1(r['change_log']):+.2f}%"
@@ -240,8 +246,8 @@ def test_the_report_shows_the_ab_rounds_looks_decision_and_both_sides_steps(tmp_
         assert f"<tr><td>{i}</td><td>40</td>" in section and change in section, (i, change)
         assert f"<td>{base}</td><td>{candidate}</td>" in section
     looks = page.split("<h3>Looks</h3>", 1)[1].split("<h3>", 1)[0]
-    said = [cell for cell in ("another round", "UNKNOWN") for _ in range(looks.count(f"<td>{cell}</td>"))]
-    assert said == ["another round", "another round", "UNKNOWN"]
+    said = [cell for cell in ("another round", "PASS") for _ in range(looks.count(f"<td>{cell}</td>"))]
+    assert said == ["another round", "another round", "PASS"]
     assert "<td>3</td>" in looks and "<td>5</td>" in looks and "<td>8</td>" in looks
     assert 'alt="A/B step times of both sides"' in page
     # The table in the report is the verdict table's: the stored baseline, the run, the A/B's pair.
@@ -290,7 +296,7 @@ def slow(metrics: dict[str, Any], factor: float) -> dict[str, Any]:
 
 def test_a_pass_beyond_its_tolerance_says_within_noise_in_its_row() -> None:
     # The real run's efficiency, 12 points lower, against three earlier runs that spread by 10 points:
-    # beyond the 10-point tolerance, and still a PASS, for the noise cannot tell.
+    # beyond the 10-point tolerance, and the noise cannot tell: INFO, not a PASS (its interval straddles).
     tol = Tolerances()
     _, base = scaling_efficiency(load_bundle(STACK_RUN).metrics)  # type: ignore[misc]
     now = base - 0.12
@@ -299,17 +305,18 @@ def test_a_pass_beyond_its_tolerance_says_within_noise_in_its_row() -> None:
     )
     row = scaling_row("scaling efficiency (1->2)", now, base, result, tol)
     assert (
-        row.status == "PASS" and row.change is not None and row.change < -tol.scaling_efficiency_drop_points
+        row.status == "INFO" and row.change is not None and row.change < -tol.scaling_efficiency_drop_points
     )
+    assert row.ci_low is not None and row.ci_high is not None
+    assert row.ci_low < -tol.scaling_efficiency_drop_points < row.ci_high
     (line,) = table_rows(Comparison("p", "w", None, [row]))
-    assert line.status_text().startswith("PASS: within noise: interval [")
-    assert line.status_text().endswith("] pts includes 0")
-    # Within its tolerance, a PASS needs no word.
+    assert line.status_text().startswith("INFO")
+    # Within its tolerance, with confidence, a PASS needs no word.
     near = scaling_row(
         "scaling efficiency (1->2)",
         base - 0.02,
         base,
-        scaling.from_history(base, base - 0.02, [base - 0.1, base, base + 0.1], 10.0, 0.95),
+        scaling.from_history(base, base - 0.02, [base - 0.001, base, base + 0.001], 10.0, 0.95),
         tol,
     )
     assert table_rows(Comparison("p", "w", None, [near]))[0].status_text() == "PASS"

@@ -1,5 +1,6 @@
-"""Turn taking over real sockets: A and B never step at the same time, and a side that goes away ends
-the round with an error instead of a hang."""
+"""Turn taking over real sockets: A and B never step at the same time, neither side's setup or teardown
+overlaps the other's timed steps, and a side that goes away ends the round with an error instead of a
+hang."""
 
 from __future__ import annotations
 
@@ -12,9 +13,16 @@ from benchgate.errors import RunFailedError
 from benchgate.measure.turns import TurnClient, TurnCoordinator
 
 
-def worker(address: str, side: str, steps: int, log: list[tuple[str, str]], lock: threading.Lock) -> None:
+def worker(
+    address: str, side: str, steps: int, log: list[tuple[str, str]], lock: threading.Lock, warmup: int = 0
+) -> None:
+    """A rank as bench.py runs one: warmup turns, READY, measured turns, then END before its teardown."""
     client = TurnClient(address, side, 0, timeout_s=10)
-    for _ in range(steps):
+    for i in range(warmup + steps):
+        if i == warmup:
+            with lock:
+                log.append((side, "setup"))  # between the phases: a gather, the timer
+            client.ready()
         client.wait()
         with lock:
             log.append((side, "start"))
@@ -22,7 +30,9 @@ def worker(address: str, side: str, steps: int, log: list[tuple[str, str]], lock
         with lock:
             log.append((side, "end"))
         client.done()
-    client.close()
+    client.finish()
+    with lock:
+        log.append((side, "teardown"))
 
 
 def test_sides_alternate_and_never_overlap() -> None:
@@ -38,11 +48,39 @@ def test_sides_alternate_and_never_overlap() -> None:
     for t in threads:
         t.join(timeout=10)
     assert len(orders) == 8 and set(orders) == {"AB", "BA"}  # the order is drawn per pair
+    timed = [entry for entry in log if entry[1] in ("start", "end")]
     # Every start is followed by the same side's end: no two steps overlap.
-    for (side, event), (next_side, next_event) in zip(log[::2], log[1::2], strict=True):
+    for (side, event), (next_side, next_event) in zip(timed[::2], timed[1::2], strict=True):
         assert (event, next_event) == ("start", "end") and side == next_side
-    steps = [side for side, event in log if event == "start"]
+    steps = [side for side, event in timed if event == "start"]
     assert [steps[i] + steps[i + 1] for i in range(0, 16, 2)] == orders
+
+
+def test_no_side_sets_up_or_tears_down_during_a_timed_step() -> None:
+    # Without READY and END, the side whose last warmup turn came first set up during the other side's
+    # first timed step, and the side whose last timed turn came first tore down during the other's last.
+    for seed in range(6):
+        coordinator = TurnCoordinator(ranks_per_side=1, timeout_s=10, seed=seed)
+        log: list[tuple[str, str]] = []
+        lock = threading.Lock()
+        threads = [
+            threading.Thread(target=worker, args=(coordinator.address, side, 3, log, lock, 2))
+            for side in ("A", "B")
+        ]
+        for t in threads:
+            t.start()
+        coordinator.run(3, alive=lambda: True, warmup=2)
+        for t in threads:
+            t.join(timeout=10)
+        events = [event for _, event in log]
+        starts = [i for i, event in enumerate(events) if event == "start"]
+        setups = [i for i, event in enumerate(events) if event == "setup"]
+        teardowns = [i for i, event in enumerate(events) if event == "teardown"]
+        # Both sides set up after the warmup's 2 pairs of turns and before the first timed step (a
+        # setup may overlap the other side's warmup step), and tear down after the last timed step.
+        first_timed, last_end = starts[2 * 2], max(i for i, event in enumerate(events) if event == "end")
+        assert len(setups) == 2 and all(starts[1] < i < first_timed for i in setups), log
+        assert len(teardowns) == 2 and min(teardowns) > last_end, log
 
 
 def test_a_side_that_dies_before_connecting_ends_the_round() -> None:

@@ -19,19 +19,29 @@ not the step, is the unit of replication: the estimate is the mean over rounds, 
 comes from the spread between rounds (Student's t with rounds - 1 degrees of freedom).
 
 Decision, at the looks: rounds `min_rounds`, then about 1.5 times as many each time, and `max_rounds`
-(4, 6, 9, 14, 21, 27 by default):
-    FAIL     the one-sided upper bound of the throughput change is below -tolerance: slower beyond
-             tolerance, with confidence
-    PASS     the one-sided lower bound is above -tolerance: within tolerance (or faster), with confidence
-    (else)   more rounds, until `max_rounds`; UNKNOWN then, or when the time budget ends (resumable)
-Every look uses the same one-sided level, calibrated for the whole schedule (`look_level`): under
-Gaussian round figures whose true change is exactly -tolerance, the chance that any look says FAIL is
-1 - confidence (and likewise PASS). Bonferroni (1 - confidence split over the looks) would also hold
-it, but the looks share most of their rounds, so it wastes much of the error budget: measured on the
-recorded rounds, it left far more unchanged code undecided (docs/benchmarks.md). Looks are only taken
-at planned rounds, so a run cut short by its time budget and resumed later (`benchgate run --resume`)
-keeps the error control of one sequence; a resume with a larger `max_rounds` does too, because its
-looks are stricter and the same earlier looks would have been undecided under them as well.
+(4, 6, 9, 14, 21, 27 by default; ab/levels.py):
+    FAIL     the upper bound of the throughput change is below -tolerance: slower beyond tolerance, with
+             confidence
+    PASS     the lower bound is above -tolerance: within tolerance (or faster), with confidence
+    (else)   more rounds
+At the last look (`max_rounds`) an indifference zone of INDIFFERENCE x tolerance decides by the
+estimate: FAIL when it is below -tolerance and the upper bound below -tolerance + zone, PASS when it
+is above and the lower bound above -tolerance - zone; UNKNOWN only when the interval is wider than the
+zone. So a change near the tolerance gets an answer rather than UNKNOWN, and its error is controlled
+outside the zone: a true change of -(T - zone) FAILs, and one of -(T + zone) PASSes, with probability
+at most 1 - confidence over all looks, whatever the noise (each last-look event, shifted by the zone,
+lies inside the same look's event at the tolerance). Inside the zone either answer may come. The time
+budget running out between looks, or at a look short of max_rounds, stays UNKNOWN (resumable).
+
+The bounds are thresholds on the t statistic, one per look and side, spending one error budget over the
+rounds and calibrated on studentised real rounds (ab/levels.py): the bounds of a look do not depend on
+max_rounds, so a resume (`benchgate run --resume`, a bisect step given more rounds) with the same or a
+larger max_rounds continues the same sequence and spends only the budget the earlier looks left.
+
+Rare events (ab/rare.py): steps beyond the stall cap are counted per side over all rounds. When the
+candidate's share of them is significant (exact binomial, 1/2 under no change), the decision cannot
+PASS: it judges the uncapped change instead (FAIL when its bound is beyond tolerance), else more rounds
+or UNKNOWN. A lopsided share not yet significant (1-0, 3-1) withholds a PASS at looks before the last.
 """
 
 from __future__ import annotations
@@ -39,12 +49,13 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-import numpy as np
-
+from benchgate.ab.levels import INDIFFERENCE, LookBound, bound_at
+from benchgate.ab.levels import look_rounds as look_rounds  # the schedule, importable from here as before
+from benchgate.ab.rare import CappedSteps, capped_over, uncapped_change, uncapped_changes
 from benchgate.kit import stats
 from benchgate.results.figures import STALL_CAP
 
@@ -56,9 +67,6 @@ TAIL_SHARE = 0.1
 # A round whose idle side used more CPU than this share of the other side's measured time is flagged:
 # it competed with the steps being timed (a background thread), which can bias that round.
 IDLE_CPU_FLAG = 0.05
-# Monte Carlo size and seed of the look-level calibration: its error on the 5% rate is about 0.07 points.
-_CALIBRATION_SEQUENCES = 100_000
-_CALIBRATION_SEED = 20261124
 
 
 def _checked_pair(base_step_s: Sequence[float], candidate_step_s: Sequence[float]) -> None:
@@ -88,6 +96,8 @@ def round_diagnostics(base_step_s: Sequence[float], candidate_step_s: Sequence[f
     total_excess_s      sum(B) - sum(A): the change of total time, in seconds
     tail_time_share     the slowest TAIL_SHARE of A's steps as a share of A's time: what tail_excess_s /
                         total_excess_s is when every step slows alike
+    uncapped_change_log the round figure with no stall cap: what the decision judges when the candidate's
+                        capped steps are significantly more than the base's (ab/rare.py)
     """
     _checked_pair(base_step_s, candidate_step_s)
     k = max(1, round(TAIL_SHARE * len(base_step_s)))
@@ -100,6 +110,7 @@ def round_diagnostics(base_step_s: Sequence[float], candidate_step_s: Sequence[f
         "tail_excess_s": sum(slowest_b) - sum(slowest_a),
         "total_excess_s": sum(candidate_step_s) - sum(base_step_s),
         "tail_time_share": sum(slowest_a) / sum(base_step_s),
+        "uncapped_change_log": uncapped_change(base_step_s, candidate_step_s),
     }
 
 
@@ -133,65 +144,70 @@ class ABDecision:
     mde_pct: float | None  # smallest slowdown this look would FAIL with MDE_POWER probability
     round_sd_pct: float | None  # spread of the round figures: the noise that decided the rounds needed
     reason: str
+    # Steps beyond the stall cap over all rounds, per side, and the binomial test of the candidate's share.
+    base_capped_steps: int = 0
+    candidate_capped_steps: int = 0
+    capped_p: float | None = None
+    uncapped_change_pct: float | None = None  # the change with no stall cap (ab/rare.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def look_rounds(min_rounds: int, max_rounds: int) -> list[int]:
-    """The rounds after which the rule decides: min_rounds, ~1.5x more each time, and max_rounds."""
-    looks, n = [], min_rounds
-    while n < max_rounds:
-        looks.append(n)
-        n = max(n + 1, math.ceil(1.5 * n))
-    return [*looks, max_rounds]
-
-
-@functools.lru_cache(maxsize=64)
-def look_level(confidence: float, min_rounds: int, max_rounds: int) -> float:
-    """The one-sided confidence of every look's bounds: the level at which a Gaussian sequence whose true
-    change is exactly -tolerance says FAIL at some look with probability 1 - confidence.
-
-    The t statistics do not depend on the noise's scale, so one simulation of standard normal rounds
-    (fixed seed: the level is the same on every machine) calibrates every workload."""
-    looks = look_rounds(min_rounds, max_rounds)
-    alpha = 1.0 - confidence
-    if len(looks) == 1:
-        return confidence
-    rng = np.random.default_rng(_CALIBRATION_SEED)
-    draws = rng.standard_normal((_CALIBRATION_SEQUENCES, looks[-1]))
-    sums, squares = np.cumsum(draws, axis=1), np.cumsum(draws * draws, axis=1)
-    t_stats = []
-    for n in looks:
-        mean = sums[:, n - 1] / n
-        var = (squares[:, n - 1] - n * mean * mean) / (n - 1)
-        t_stats.append(mean / np.sqrt(var / n))
-    stacked = np.stack(t_stats, axis=1)
-
-    def error(level: float) -> float:
-        bounds = np.array([stats.t_quantile(level, n - 1) for n in looks])
-        return float(np.mean(np.any(stacked < -bounds, axis=1)))
-
-    low, high = confidence, 1.0 - alpha / len(looks)  # the single-look level errs high, Bonferroni low
-    for _ in range(30):
-        middle = 0.5 * (low + high)
-        low, high = (middle, high) if error(middle) > alpha else (low, middle)
-    return high
-
-
 def rule_text(tolerance_pct: float, confidence: float, min_rounds: int, max_rounds: int) -> str:
-    level = look_level(confidence, min_rounds, max_rounds)
     looks = look_rounds(min_rounds, max_rounds)
+    zone = INDIFFERENCE * tolerance_pct
     return (
-        f"A/B, rounds of alternating steps, tokens/s over each round's total time: FAIL if the one-sided "
-        f"{level:.2%} upper bound of the change is below -{tolerance_pct:g}%, PASS if the {level:.2%} lower "
-        f"bound is above it; looks after rounds {', '.join(map(str, looks))} (the level holds "
-        f"{1 - confidence:.0%} over all looks); UNKNOWN after the last or when the time budget ends"
+        f"A/B, rounds of alternating steps, tokens/s over each round's total time: FAIL if the upper "
+        f"bound of the change is below -{tolerance_pct:g}%, PASS if the lower bound is above it; looks "
+        f"after rounds {', '.join(map(str, looks))}, one {1 - confidence:.0%} error budget spent over them "
+        f"(calibrated on real rounds); at the last, by the estimate where the interval lies within "
+        f"+-{zone:.2g} pts of -{tolerance_pct:g}% (errors held outside that zone), else UNKNOWN; no PASS "
+        f"while the candidate has significantly more capped stalls; UNKNOWN when the time budget ends"
     )
+
+
+@functools.cache
+def _t_power(df: int) -> float:
+    return stats.t_quantile(MDE_POWER, df)
+
+
+@functools.cache
+def _level(bound: LookBound) -> float:
+    return bound.level()  # a continued fraction per call: once per look is enough
 
 
 def _pct(log_ratio: float) -> float:
     return 100.0 * math.expm1(log_ratio)
+
+
+@dataclass(frozen=True)
+class _Judged:
+    mean: float
+    sd: float
+    se: float
+    low: float
+    high: float
+    verdict: Literal["PASS", "FAIL"] | None
+    in_zone: bool  # decided at the last look by the estimate, not beyond the tolerance with confidence
+
+
+def _judge(changes: Sequence[float], limit: float, bound: LookBound, last: bool) -> _Judged:
+    n = len(changes)
+    mean = math.fsum(changes) / n
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in changes) / (n - 1))  # floats: simulated by the million
+    se = sd / math.sqrt(n)
+    low, high = mean - bound.pass_t * se, mean + bound.fail_t * se
+    if high < limit:
+        return _Judged(mean, sd, se, low, high, "FAIL", False)
+    if low > limit:
+        return _Judged(mean, sd, se, low, high, "PASS", False)
+    zone = -INDIFFERENCE * limit
+    if last and mean < limit and high < limit + zone:
+        return _Judged(mean, sd, se, low, high, "FAIL", True)
+    if last and mean >= limit and low > limit - zone:
+        return _Judged(mean, sd, se, low, high, "PASS", True)
+    return _Judged(mean, sd, se, low, high, None, False)
 
 
 def decide(
@@ -201,41 +217,115 @@ def decide(
     min_rounds: int,
     max_rounds: int,
     out_of_time: bool = False,
+    *,
+    capped: CappedSteps | None = None,
+    uncapped: Sequence[float] | None = None,
 ) -> ABDecision:
-    """The decision after the rounds so far (`changes` from round_change, in order)."""
+    """The decision after the rounds so far (`changes` from round_change, in order). `capped`: the capped
+    steps per side over these rounds; `uncapped`: each round's figure with no cap (ab/rare.py)."""
     n = len(changes)
     limit = math.log1p(-tolerance_pct / 100.0)
+    steps = capped or CappedSteps(0, 0)
+    extra = (
+        steps.base,
+        steps.candidate,
+        steps.p_value if steps.base + steps.candidate else None,
+        _pct(statistics.fmean(uncapped)) if uncapped else None,
+    )
     estimate = _pct(statistics.fmean(changes)) if changes else None
-    if n < min_rounds or n not in look_rounds(min_rounds, max_rounds):
+    bound = bound_at(confidence, min_rounds, max_rounds, n) if n >= min_rounds else None
+    if bound is None:
         if n >= max_rounds or out_of_time:
             why = (
                 "the time budget ran out between looks (gate.ab.max_seconds)"
                 if out_of_time
                 else f"past gate.ab.max_rounds ({max_rounds}) between looks"
             )
-            return ABDecision("UNKNOWN", n, estimate, None, None, None, None, None, f"{n} rounds, {why}")
-        return ABDecision("CONTINUE", n, estimate, None, None, None, None, None, f"{n} rounds, no look yet")
-    level = look_level(confidence, min_rounds, max_rounds)
-    mean = statistics.fmean(changes)
-    sd = statistics.stdev(changes)
-    se = sd / math.sqrt(n)
-    t = stats.t_quantile(level, n - 1)
-    low, high = mean - t * se, mean + t * se
-    # The smallest true slowdown whose upper bound would fall below -tolerance with MDE_POWER probability.
-    mde = -_pct(limit - (t + stats.t_quantile(MDE_POWER, n - 1)) * se)
-    status: ABStatus
-    if high < limit:
-        status, reason = "FAIL", f"slower beyond -{tolerance_pct:g}% with confidence"
-    elif low > limit:
-        status, reason = "PASS", f"within -{tolerance_pct:g}% with confidence"
-    elif n >= max_rounds:
-        status, reason = "UNKNOWN", f"undecided after {n} rounds (gate.ab.max_rounds)"
-    elif out_of_time:
-        status, reason = (
-            "UNKNOWN",
-            f"undecided after {n} rounds when the time budget ran out (gate.ab.max_seconds)",
+            return ABDecision(
+                "UNKNOWN", n, estimate, None, None, None, None, None, f"{n} rounds, {why}", *extra
+            )
+        return ABDecision(
+            "CONTINUE", n, estimate, None, None, None, None, None, f"{n} rounds, no look yet", *extra
         )
-    else:
-        status, reason = "CONTINUE", f"undecided after {n} rounds"
-    # Reported as the two-sided interval whose ends are the two one-sided bounds.
-    return ABDecision(status, n, _pct(mean), _pct(low), _pct(high), 2 * level - 1, mde, 100.0 * sd, reason)
+    last = n >= max_rounds
+    judged = _judge(changes, limit, bound, last)
+    status, reason = _status(judged, tolerance_pct, limit, last)
+    if steps.significant and status != "FAIL":
+        full = _judge(uncapped or changes, limit, bound, last)
+        if full.verdict == "FAIL":
+            status, reason = "FAIL", f"slower beyond -{tolerance_pct:g}% counting the stalls in full"
+        else:
+            status, reason = None, "the candidate stalls more, and its uncapped change is undecided"
+        reason += f" ({steps.text()})"
+    elif steps.lopsided and status == "PASS" and not last:
+        status, reason = None, f"no PASS yet: {steps.text()}, more rounds"
+    if status is None:
+        if last:
+            status, reason = "UNKNOWN", f"undecided after {n} rounds (gate.ab.max_rounds): {reason}"
+        elif out_of_time:
+            status = "UNKNOWN"
+            reason = (
+                f"undecided after {n} rounds when the time budget ran out (gate.ab.max_seconds): {reason}"
+            )
+        else:
+            status, reason = "CONTINUE", f"undecided after {n} rounds: {reason}"
+    # The smallest true slowdown whose upper bound would fall below -tolerance with MDE_POWER probability.
+    mde = -_pct(limit - (bound.fail_t + _t_power(n - 1)) * judged.se)
+    return ABDecision(
+        status,
+        n,
+        _pct(judged.mean),
+        _pct(judged.low),
+        _pct(judged.high),
+        _level(bound),
+        mde,
+        100.0 * judged.sd,
+        reason,
+        *extra,
+    )
+
+
+def _status(judged: _Judged, tolerance_pct: float, limit: float, last: bool) -> tuple[ABStatus | None, str]:
+    tol = f"-{tolerance_pct:g}%"
+    zone = -INDIFFERENCE * limit
+    if judged.verdict == "FAIL" and judged.in_zone:
+        return (
+            "FAIL",
+            f"at the last look, slower than {tol} by the estimate, beyond {_pct(limit + zone):+.1f}% "
+            "with confidence",
+        )
+    if judged.verdict == "PASS" and judged.in_zone:
+        return (
+            "PASS",
+            f"at the last look, within {tol} by the estimate, within {_pct(limit - zone):+.1f}% "
+            "with confidence",
+        )
+    if judged.verdict == "FAIL":
+        return "FAIL", f"slower beyond {tol} with confidence"
+    if judged.verdict == "PASS":
+        return "PASS", f"within {tol} with confidence"
+    return (
+        None,
+        "the interval is wider than the indifference zone" if last else "the interval spans the tolerance",
+    )
+
+
+def decide_rounds(
+    rounds: Sequence[Mapping[str, Any]],
+    tolerance_pct: float,
+    confidence: float,
+    min_rounds: int,
+    max_rounds: int,
+    out_of_time: bool = False,
+) -> ABDecision:
+    """decide() over the rounds of an ab.json: their figures, their capped steps and uncapped figures."""
+    return decide(
+        [float(r["change_log"]) for r in rounds],
+        tolerance_pct,
+        confidence,
+        min_rounds,
+        max_rounds,
+        out_of_time,
+        capped=capped_over(rounds),
+        uncapped=uncapped_changes(rounds),
+    )

@@ -4,10 +4,10 @@ A verdict is only worth its error rates. From the round-to-round spread of the A
 log units, as `decide()` measures it), the seconds a round takes, and the gate's settings (tolerance T,
 confidence, min_rounds, max_rounds, max_seconds), the resolution at each look of the A/B is
 
-    δ(n) = (t_level(n-1) + t_0.8(n-1)) · sd / √n                       (log units)
+    δ(n) = (b(n) + t_0.8(n-1)) · sd / √n                               (log units)
 
-with the same look schedule, look level and t quantiles as `decide()` (imported from ab/decision.py, so
-the two cannot drift apart). It is `decide()`'s own minimum-detectable-effect margin: a true slowdown of
+with the same look schedule and FAIL bound b(n) of each look as `decide()` (ab/levels.py, so the two
+cannot drift apart). It is `decide()`'s own minimum-detectable-effect margin: a true slowdown of
 T + δ FAILs at that look with 80% power, and one of T - δ PASSes with 80% power. In percent it is
 written as `decide()` writes `mde_pct` (expm1 of the log figure): `resolution_pct` is exactly
 `mde_pct - T` for the same rounds and sd.
@@ -31,7 +31,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from benchgate.ab.decision import MDE_POWER, ABDecision, look_level, look_rounds
+from benchgate.ab.decision import MDE_POWER, ABDecision
+from benchgate.ab.levels import look_bounds
 from benchgate.config import GateConfig
 from benchgate.kit import stats
 
@@ -61,7 +62,7 @@ class Plan:
     min_rounds: int
     max_rounds: int
     max_seconds: float
-    level: float  # the one-sided level of every look (look_level)
+    level: float  # the two-sided level of the first look's interval (each look has its own: ab/levels.py)
     rounds_in_budget: int
     seconds_in_budget: float
     looks: tuple[Look, ...]
@@ -126,14 +127,15 @@ def plan(
     _check("min_rounds", min_rounds, min_rounds >= 2, "at least 2 rounds")
     _check("max_rounds", max_rounds, max_rounds >= min_rounds, f"at least min_rounds ({min_rounds})")
     _check("max_seconds", max_seconds, max_seconds > 0, "seconds > 0")
-    level = look_level(confidence, min_rounds, max_rounds)
+    bounds = look_bounds(confidence, min_rounds, max_rounds)
     limit = math.log1p(-tolerance_pct / 100.0)  # the decision's bound, log units (negative)
     # The runner starts a round only if it ends within max_seconds: k rounds of s seconds fit if k*s <= it.
     fit = math.floor(max_seconds / seconds_per_round + 1e-9)
     rounds_in_budget = min(max_rounds, fit)
     looks = []
-    for n in look_rounds(min_rounds, max_rounds):
-        delta = (stats.t_quantile(level, n - 1) + stats.t_quantile(MDE_POWER, n - 1)) * sd_log / math.sqrt(n)
+    for bound in bounds:
+        n = bound.rounds
+        delta = (bound.fail_t + stats.t_quantile(MDE_POWER, n - 1)) * sd_log / math.sqrt(n)
         fail_at = -pct(limit - delta)  # exactly decide()'s mde_pct
         looks.append(
             Look(
@@ -155,7 +157,7 @@ def plan(
         min_rounds=min_rounds,
         max_rounds=max_rounds,
         max_seconds=max_seconds,
-        level=level,
+        level=bounds[0].level(),
         rounds_in_budget=rounds_in_budget,
         seconds_in_budget=rounds_in_budget * seconds_per_round,
         looks=tuple(looks),

@@ -1,10 +1,11 @@
 """A/B decisions as comparison rows: which world sizes A/B must decide, and its outcome in their place.
 
 An A/B decision (an ab.json) replaces the screen's timing row of its world size (the note names the
-layout its rounds ran in, and why: ab/layout.py), except where A/B cannot see the cause: when the run's
-fingerprints (benchgate, installed packages, bench configuration) differ from the baseline run's, both
-A/B sides share the candidate's, so an A/B PASS cannot overrule the screen. Where A/B ran at ws=1 and
-at N, the scaling-efficiency row is judged from its rounds.
+layout its rounds ran in, and why: ab/layout.py). Where the run's fingerprints (benchgate, loaded
+packages, bench configuration) differ from the baseline run's, both A/B sides share the candidate's:
+the decision is the code's all the same, and the setup's change is measured in a row of its own
+(ab/environment.py). Where A/B ran at ws=1 and at N, the scaling-efficiency row is judged from its
+rounds.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from benchgate.ab import decision as ab
+from benchgate.ab.error_rates import VerdictRates, verdict_rates
 from benchgate.ab.layout import Layout
 from benchgate.checks import scaling
 from benchgate.checks.compare import scaling_row
@@ -52,32 +54,40 @@ def apply_ab(
     """Replace a world size's screened timing row with its A/B decision (`outcome`: an ab.json).
 
     `unseen`: the fingerprints in which the run differs from its baseline run (fingerprint.differing).
-    A/B holds them fixed on both sides, so its PASS does not stand: the row keeps a screen FAIL, and is
-    UNKNOWN otherwise."""
+    A/B holds them fixed on both sides, so its decision is the code's and the row keeps it; the note
+    says so, and ab/environment.py measures the setup's change in a row of its own."""
     ws = int(outcome["world_size"])
     decision = outcome["decision"]
     rounds = outcome["rounds"]
     screened = comparison.timing(ws)
     notes = [
         f"{decision['reason']}; A/B vs {outcome['base']['description']}, {decision['rounds']} rounds "
-        f"in {outcome['seconds']:.0f} s"
+        f"in {outcome['seconds']:.0f} s ({device_seconds(outcome):.0f} device-s)"
     ]
     if outcome.get("layout"):  # absent from ab.json files written before layouts could be chosen
         notes.append(Layout(outcome["layout"]["name"], outcome["layout"]["why"]).note())
     if decision["round_sd_pct"] is not None:
         notes.append(
             f"round-to-round sd {decision['round_sd_pct']:.1f}%, minimum detectable slowdown "
-            f"{decision['mde_pct']:.1f}% (80% power)"
+            f"{decision['mde_pct']:.1f}% (80% power); {rates_of(decision, tol, ab_config).clause()}"
+        )
+    if decision.get("capped_p") is not None:  # absent from ab.json files written before it was counted
+        notes.append(
+            f"stalls past the cap: candidate {decision['candidate_capped_steps']}, base "
+            f"{decision['base_capped_steps']} (p={decision['capped_p']:.2g})"
         )
     notes.extend(_spread_notes(rounds))
     if screened is not None:
         notes.append(f"screen: {screened.status} ({_change_text(screened.change)})")
     status = decision["status"]
-    if unseen and status == "PASS":
-        status = "FAIL" if screened is not None and screened.status == "FAIL" else "UNKNOWN"
-        notes.insert(0, f"{fingerprint.describe(unseen)}; A/B said PASS, the row says {status}")
-    elif unseen:
-        notes.insert(0, fingerprint.describe(unseen))
+    if unseen:
+        # Both sides ran this setup, so the decision is about the code and stands; what the setup did is
+        # measured apart, in the environment row (ab/environment.py).
+        notes.insert(
+            0,
+            f"{fingerprint.describe(unseen)}: A/B ran both sides on this setup and decided the code alone; "
+            "the environment row measures the setup",
+        )
     row = Check(
         name=f"tokens/s (ws={ws})",
         unit="tok/s",
@@ -103,6 +113,27 @@ def apply_ab(
         checks,
         list(comparison.notes),
         comparison.on_unknown,
+    )
+
+
+def device_seconds(outcome: dict[str, Any]) -> float:
+    """What the A/B cost: its seconds times the processes it kept alive (both sides' ranks when
+    interleaved, one side's at a time when sequential)."""
+    sides = 1 if (outcome.get("layout") or {}).get("name") == "sequential" else 2
+    return float(outcome["seconds"]) * sides * int(outcome["world_size"])
+
+
+def rates_of(decision: dict[str, Any], tol: Tolerances, ab_config: Any) -> VerdictRates:
+    """The rule's error rates at this verdict's round sd and round budget (ab/error_rates.py): the rounds
+    it had where its time budget ended it, else max_rounds."""
+    timed_out = "gate.ab.max_seconds" in decision["reason"]
+    return verdict_rates(
+        decision["round_sd_pct"],
+        tol.throughput_drop_pct,
+        tol.confidence,
+        ab_config.min_rounds,
+        ab_config.max_rounds,
+        rounds=decision["rounds"] if timed_out else None,
     )
 
 

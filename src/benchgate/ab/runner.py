@@ -11,10 +11,11 @@ How the two sides share the machine is the layout (gate.ab.layout, ab/layout.py)
 - interleaved (`run_round`): both groups alive, taking turns step by step (benchgate.measure.turns) in
   a random order per pair of turns, warmup included, with rank r of both sides pinned to the same cores
   on CPU (gate.ab.pin_cores: measured, the round-to-round spread fell from 5-8% to under 2%,
-  docs/benchmarks.md);
+  docs/benchmarks.md), and the side launched first drawn from the round's seed (ab/round_plan.py);
 - sequential (`run_sequential_round`): one group alive at a time, for a GPU that cannot hold both: the
-  round is one plain launch per side, A first in odd rounds and B first in even ones (A B | B A | ...).
-Either way the round's figure is `round_change` of the two sides' step times.
+  round is one plain launch per side, the order alternating A B | B A | ... from a seeded first.
+Either way the round's figure is `round_change` of the two sides' step times. A round covers the
+workload's periodic event, where it declares one (`period_steps`: ab/round_plan.round_length).
 
 The harness is this benchgate on both sides; only the workload's code comes from each side's
 checkout (`Side.source_paths`), so a difference is the workload's, never the harness's.
@@ -25,7 +26,6 @@ checkout (`Side.source_paths`), so a difference is the workload's, never the har
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,11 +33,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchgate.ab.decision import ABDecision, decide, round_change, round_diagnostics
+from benchgate.ab.decision import ABDecision, decide_rounds
 from benchgate.ab.layout import LAYOUTS, Layout, layout_for
+from benchgate.ab.round_figures import round_figures, round_throttling
+from benchgate.ab.round_plan import (
+    RoundLength,
+    checked_period,
+    first_sequential_order,
+    launch_order,
+    round_length,
+    sequential_order,
+)
+from benchgate.checks.loss import round_losses
 from benchgate.config import RunConfig
 from benchgate.errors import BadInputError, BenchgateError, RunFailedError
-from benchgate.kit import stats
 from benchgate.kit.files import read_json, write_json
 from benchgate.measure.launch import metrics_path, run_bench, uses_cuda, visible_gpus
 from benchgate.measure.turns import TurnCoordinator, steps_per_turn, turn_count
@@ -65,6 +74,7 @@ class ABOutcome:
     seconds: float = 0.0
     # Every A/B was interleaved before layouts could be chosen; run_ab always states its own.
     layout: Layout = field(default_factory=lambda: Layout("interleaved", "no layout stated"))
+    length: RoundLength | None = None  # the rounds' steps per side and why (None: not stated)
 
     def to_dict(self, base: Side, candidate: Side) -> dict[str, Any]:
         return {
@@ -72,23 +82,11 @@ class ABOutcome:
             "base": {"commit": base.commit, "description": base.description},
             "candidate": {"commit": candidate.commit, "description": candidate.description},
             "layout": self.layout.to_dict(),
+            **({"round_length": self.length.to_dict()} if self.length else {}),
             "seconds": self.seconds,
             "decision": self.decision.to_dict(),
             "rounds": self.rounds,
         }
-
-
-# No round measures more steps than this, however short they are.
-MAX_ROUND_STEPS = 2000
-
-
-def round_steps(config: RunConfig, step_s: float | None) -> int:
-    """Measured steps per side in a round: gate.ab.steps, or more where `step_s` (the bench's typical step
-    time at this world size) is so short that they would measure less than gate.ab.min_measured_s."""
-    ab = config.gate.ab
-    if not step_s or step_s <= 0:
-        return ab.steps
-    return max(ab.steps, min(MAX_ROUND_STEPS, math.ceil(ab.min_measured_s / step_s)))
 
 
 def round_config(config: RunConfig, steps: int | None = None) -> RunConfig:
@@ -137,9 +135,14 @@ def run_round(
     seed: int,
     steps: int | None = None,
 ) -> dict[str, Any]:
-    """One round: both sides launched at once, taking turns; returns the round's figures."""
+    """One round: both sides launched at once, taking turns; returns the round's figures.
+
+    Which side launches first is drawn from `seed` (ab/round_plan.launch_order): the first launch builds
+    its model on a quieter host and earlier in memory, and always giving that slot to the base made the
+    candidate ~0.5% slower in A/A rounds (docs/benchmarks.md, "Balanced slots")."""
     settings = round_config(config, steps)
-    sides = {"A": base, "B": candidate}
+    order = launch_order(seed)
+    sides = {label: (base if label == "A" else candidate) for label in order}  # submitted in launch order
     coordinator = TurnCoordinator(ranks_per_side=world_size, timeout_s=config.bench.timeout_s, seed=seed)
     # The workers take turns of one synchronised window on CUDA (measure/turns.py): count those.
     per_turn = steps_per_turn(config.bench.sync_every)
@@ -178,21 +181,15 @@ def run_round(
     a, b = a_metrics["samples"], b_metrics["samples"]
     return {
         **round_throttling(a_metrics, b_metrics),
-        **_round_figures(a, b),
+        **round_figures(a, b),
+        **round_losses(a_metrics, b_metrics),  # each side's per-step losses (checks/loss.py)
         # CPU each side used while idle, as a share of the other side's measured time (ab.IDLE_CPU_FLAG).
         "base_idle_cpu_share": float(a.get("idle_cpu_s", 0.0)) / sum(b["step_time_s"]),
         "candidate_idle_cpu_share": float(b.get("idle_cpu_s", 0.0)) / sum(a["step_time_s"]),
-        "base_first": sum(order == "AB" for order in orders),
+        "base_first": sum(pair == "AB" for pair in orders),  # pairs of turns the base took first
+        "base_launched_first": order == "AB",
         "seconds": time.monotonic() - started,
     }
-
-
-def sequential_order(index: int) -> str:
-    """The launch order of round `index` (from 1) in the sequential layout: A first in odd rounds, B first
-    in even ones, so the launches run A B | B A | A B ...: a drift over a round's seconds, or a cost that
-    the second launch pays for the first (a warm page cache, a hot or throttled device), lands on each
-    side first equally often, and a resume continues the pattern by the round's index."""
-    return "AB" if index % 2 else "BA"
 
 
 def run_sequential_round(
@@ -204,16 +201,17 @@ def run_sequential_round(
     gpus: int | None,
     index: int,
     steps: int | None = None,
+    first: str = "AB",
 ) -> dict[str, Any]:
     """One round of the sequential layout: a plain launch of each side at the round's steps, one after
-    the other in `sequential_order(index)`; returns the round's figures as `run_round` does.
+    the other in `sequential_order(index, first)`; returns the round's figures as `run_round` does.
 
     No turn coordinator and no pinning (gate.ab.pin_cores is for interleaved rounds): the other side is
     not alive while one is measured, and its launch frees the device before the next starts
     (docs/design.md, "A/B layouts")."""
     settings = round_config(config, steps)
     sides = {"A": base, "B": candidate}
-    order = sequential_order(index)
+    order = sequential_order(index, first)
     started = time.monotonic()
     paths: dict[str, Path] = {}
     launch_s: dict[str, float] = {}
@@ -235,49 +233,17 @@ def run_sequential_round(
     a_metrics, b_metrics = read_json(paths["A"]), read_json(paths["B"])
     a, b = a_metrics["samples"], b_metrics["samples"]
     return {
-        **_round_figures(a, b),
+        **round_figures(a, b),
         **round_throttling(a_metrics, b_metrics),
+        **round_losses(a_metrics, b_metrics),
         "first_side": order[0],
         # As in an interleaved round: the pairs in which A ran first (here all of them or none).
         "base_first": len(a["step_time_s"]) if order[0] == "A" else 0,
+        "base_launched_first": order[0] == "A",
         "base_launch_s": launch_s["A"],
         "candidate_launch_s": launch_s["B"],
         "seconds": time.monotonic() - started,
     }
-
-
-def _round_figures(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """What every round records from the two sides' samples (metrics-ws<N>.json `samples`)."""
-    return {
-        "change_log": round_change(a["step_time_s"], b["step_time_s"]),
-        **round_diagnostics(a["step_time_s"], b["step_time_s"]),
-        "base_tokens_per_s": _rate(a),
-        "candidate_tokens_per_s": _rate(b),
-        "base_p50_s": stats.percentile(a["step_time_s"], 50),
-        "candidate_p50_s": stats.percentile(b["step_time_s"], 50),
-        "base_tokens_per_s_p50": stats.percentile(a["tokens_per_s"], 50),
-        "candidate_tokens_per_s_p50": stats.percentile(b["tokens_per_s"], 50),
-        "pairs": len(a["step_time_s"]),
-        "base_step_s": a["step_time_s"],
-        "candidate_step_s": b["step_time_s"],
-    }
-
-
-def round_throttling(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """What throttled each side's GPUs in this round (NVML's windows, measure/device_state.py): a round
-    whose GPU was held down by its power cap or heat is flagged in the row's note. Nothing on CPU."""
-    figures = {}
-    for label, metrics in (("base", a), ("candidate", b)):
-        state = metrics.get("device_state")
-        if state and state.get("available"):
-            figures[f"{label}_throttled_by"] = list(state.get("throttled_by") or [])
-    return figures
-
-
-def _rate(samples: dict[str, Any]) -> float:
-    """tokens/s over a side's whole round: tokens over total time, as the round figure judges it."""
-    tokens = sum(r * t for r, t in zip(samples["tokens_per_s"], samples["step_time_s"], strict=True))
-    return float(tokens / sum(samples["step_time_s"]))
 
 
 def saved_rounds(path: Path, base: Side, candidate: Side) -> list[dict[str, Any]]:
@@ -351,13 +317,15 @@ def run_ab(
     resume: bool = False,
     *,
     layout: Layout | None = None,
+    period_steps: int | None = None,
 ) -> ABOutcome:
     """Rounds of A/B at `world_size` until the rule decides or the budget is spent.
 
-    `step_s`: the typical step time at this world size, which sets the steps per round (round_steps).
+    `step_s`: the typical step time at this world size, which sets the steps per round (round_length).
     `resume`: continue the rounds saved in <out>/ab/ws<N>/ab.json (the budget starts afresh), in their
     layout. `layout`: how the sides share the machine; by default gate.ab.layout, `auto` decided from
-    <out>/env.json and <out>/metrics-ws<N>.json (ab_layout)."""
+    <out>/env.json and <out>/metrics-ws<N>.json (ab_layout). `period_steps`: the workload's period, which
+    every round covers; by default the one <out>/metrics-ws<N>.json states (the bench's workload's)."""
     ab = config.gate.ab
     ws_dir = out_dir / "ab" / f"ws{world_size}"
     started = time.monotonic()
@@ -366,13 +334,21 @@ def run_ab(
     if resume:
         rounds = saved_rounds(ws_dir / AB_FILE, base, candidate)
         chosen = resumed_layout(ws_dir / AB_FILE, layout.name if layout else ab.layout, chosen)
-    steps = round_steps(config, step_s)
-    outcome = ABOutcome(world_size, _decision(config, rounds, False), rounds, layout=chosen)
+    if period_steps is None:
+        metrics = _optional_json(metrics_path(out_dir, world_size)) or {}
+        field_name = f"{metrics_path(out_dir, world_size).name} period_steps"
+        period_steps = checked_period(metrics.get("period_steps"), field_name)
+    length = round_length(config, step_s, period_steps)
+    steps = length.steps
+    first = first_sequential_order(config.bench.seed, rounds)
+    outcome = ABOutcome(world_size, _decision(config, rounds, False), rounds, layout=chosen, length=length)
     while outcome.decision.status == "CONTINUE":
         index = len(outcome.rounds) + 1
         round_dir = ws_dir / f"round{index}"
         if chosen.name == "sequential":
-            figures = run_sequential_round(config, world_size, round_dir, base, candidate, gpus, index, steps)
+            figures = run_sequential_round(
+                config, world_size, round_dir, base, candidate, gpus, index, steps, first
+            )
         else:
             seed = config.bench.seed + index
             figures = run_round(config, world_size, round_dir, base, candidate, gpus, seed=seed, steps=steps)
@@ -390,9 +366,6 @@ def run_ab(
 
 def _decision(config: RunConfig, rounds: list[dict[str, Any]], out_of_time: bool) -> ABDecision:
     ab, tol = config.gate.ab, config.gate.tolerances
-    changes = [r["change_log"] for r in rounds]
-    return decide(changes, tol.throughput_drop_pct, tol.confidence, ab.min_rounds, ab.max_rounds, out_of_time)
-
-
-def round_change_pct(figures: dict[str, Any]) -> float:
-    return 100.0 * math.expm1(float(figures["change_log"]))
+    return decide_rounds(
+        rounds, tol.throughput_drop_pct, tol.confidence, ab.min_rounds, ab.max_rounds, out_of_time
+    )

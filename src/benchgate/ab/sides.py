@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from benchgate.config import Tolerances
-from benchgate.kit import stats
+from benchgate.kit import hac, stats
 from benchgate.results.comparison import Check, Comparison
 
 MIB = 2**20
@@ -122,7 +122,8 @@ def _loss_rows(
     losses = bench["samples"]["loss"] if bench else []
     if min(len(base), len(candidate), len(losses)) < 3:  # a slope needs three points (config.MIN_STEPS)
         return checks
-    fits = [stats.linear_slope(curve, confidence=tol.confidence) for curve in (base, candidate, losses)]
+    # Autocorrelation-aware intervals, as the compare stage's slope row (checks/loss.py).
+    fits = [hac.hac_slope(curve, confidence=tol.confidence) for curve in (base, candidate, losses)]
     rising = [fit.ci_low > tol.loss_slope_max for fit in fits]
     said = (
         f"{against}: base slope {fits[0].slope:.3g}, candidate {fits[1].slope:.3g} nats/step over the same "

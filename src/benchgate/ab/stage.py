@@ -11,9 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from benchgate.ab import creep_ab
+from benchgate.ab.environment import with_environment
 from benchgate.ab.rows import apply_ab, apply_ab_scaling, undecided_world_sizes
 from benchgate.ab.runner import AB_FILE, RoundCallback, Side, run_ab
 from benchgate.ab.sides import Sides, apply_sides, rewrite_baseline_note
+from benchgate.checks.loss import apply_ab_loss
 from benchgate.checks.stage import write_comparison
 from benchgate.config import RunConfig
 from benchgate.kit.files import read_json
@@ -32,9 +35,13 @@ def worlds_for_ab(
 
     An explicit base (`--base`, the pipeline's base_commit) decides rows without a stored baseline too:
     on a fresh CI runner with an empty store, A/B against the base commit is the only timing test."""
-    if not base_available or (baseline is None and not explicit_base):
+    if not base_available:
         return []
-    return undecided_world_sizes(comparison, include_new=explicit_base)
+    per_commit = (
+        [] if baseline is None and not explicit_base else undecided_world_sizes(comparison, explicit_base)
+    )
+    # Creep rows the screen FAILed: the A/B stage decides them by A/B of the anchor (ab/creep_ab.py).
+    return creep_ab.with_creep_worlds(comparison, per_commit)
 
 
 def ab_base_commit(env: dict[str, Any], baseline: Bundle | None) -> str:
@@ -75,14 +82,21 @@ def stage_ab(
     current = load_bundle(run_dir)
     # The device count the run was captured with (as the bench tasks use), not a second probe.
     gpus = current.env.get("gpu", {}).get("count")
-    unseen = fingerprints_unseen_by_ab(config, current)
+    baseline = stored_baseline(config, current)
+    unseen = fingerprints_unseen_by_ab(baseline, current)
     outcomes: dict[int, dict[str, Any]] = {}
-    for ws in world_sizes:
+    for ws in creep_ab.timing_worlds(comparison, world_sizes):
         metrics = current.metrics.get(ws)
         step_s = mean_step_time(metrics["samples"]["step_time_s"]) if metrics else None
         outcome = run_ab(config, ws, run_dir, base, candidate, gpus, on_round, step_s, resume)
         outcomes[ws] = outcome.to_dict(base, candidate)
         comparison = apply_ab(comparison, outcomes[ws], config.gate.tolerances, config.gate.ab, unseen)
+        # Both sides' losses on the same batches: numerics unchanged, or by how much (checks/loss.py).
+        comparison = apply_ab_loss(comparison, outcomes[ws], config.gate.tolerances)
+        # Where the setup differs from the baseline run's, its own change beside the code's (INFO/WARN).
+        comparison = with_environment(
+            comparison, outcomes[ws], unseen, baseline, current, config.gate.tolerances
+        )
         # Where no stored baseline is, the base's memory and loss from the same rounds (ab/sides.py).
         sides = read_sides(run_dir, ws, len(outcome.rounds))
         comparison = apply_sides(comparison, ws, sides, base.description, config.gate.tolerances, metrics)
@@ -92,6 +106,9 @@ def stage_ab(
         saved = read_json(path)
         outcomes.setdefault(int(saved["world_size"]), saved)
     comparison = apply_ab_scaling(comparison, outcomes, config.gate.tolerances)
+    comparison = creep_ab.stage_creep_ab(
+        config, run_dir, comparison, world_sizes, candidate, current.env, gpus, on_round
+    )
     write_comparison(run_dir, comparison)
     return comparison
 
@@ -109,13 +126,16 @@ def read_sides(run_dir: Path, world_size: int, rounds: int) -> Sides:
     return Sides(base, candidate)
 
 
-def fingerprints_unseen_by_ab(config: RunConfig, current: Bundle) -> list[str]:
-    """What differs between the stored baseline run and this one that both A/B sides share (benchgate,
-    the installed packages, the bench configuration): a change there is invisible to A/B."""
+def stored_baseline(config: RunConfig, current: Bundle) -> Bundle | None:
+    """The stored baseline of the run's profile and workload, if there is one."""
     workload = current.workload
-    baseline = (
-        find_baseline(config.gate.baseline_dir, current.machine_profile, workload) if workload else None
-    )
+    return find_baseline(config.gate.baseline_dir, current.machine_profile, workload) if workload else None
+
+
+def fingerprints_unseen_by_ab(baseline: Bundle | None, current: Bundle) -> list[str]:
+    """What differs between the stored baseline run and this one that both A/B sides share (benchgate,
+    the packages the bench loads, the bench configuration): the A/B decides the code without it, and
+    the environment row (ab/environment.py) measures it."""
     if baseline is None:
         return []
-    return fingerprint.differing(baseline.env.get("fingerprints"), current.env.get("fingerprints"))
+    return fingerprint.differing(*fingerprint.compared(baseline, current))

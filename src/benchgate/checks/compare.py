@@ -7,9 +7,11 @@ Where the base code can be checked out, a row the screen did not PASS is decided
 A/B (ab/decision.py); `ab/rows.py` turns those decisions into rows.
 A run of the baseline's own commit from a clean tree with the same fingerprints is unchanged code:
 its timing rows PASS as such (decided_by "unchanged"), and it may enter the noise history.
-Memory and scaling efficiency use plain thresholds (WARN); eval numbers are deterministic, so a change
-beyond tolerance is real and FAILs. The loss slope is checked on the current run alone: a loss that
-rises significantly over the measured window FAILs even without a baseline.
+Memory and scaling efficiency use plain thresholds (WARN); the eval's rows are judged by seeds and by
+paired item flips (checks/quality.py): another seed is another model. The loss rows (checks/loss.py):
+a run whose loss diverged FAILs where the baseline trains; a loss that rises over the measured window
+FAILs even without a baseline, and one that falls more slowly than the baseline's beyond tolerance FAILs,
+both by autocorrelation-aware intervals.
 Runs that measured different things (device, precision, tokens per step, threads) are refused
 (comparable.py), never judged.
 """
@@ -19,7 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from benchgate.checks import scaling, screen
+from benchgate.checks import loss, quality, scaling, screen
 from benchgate.checks.comparable import check_comparable
 from benchgate.config import Tolerances
 from benchgate.kit import stats
@@ -55,7 +57,7 @@ def unchanged_code(baseline: Bundle | None, current: Bundle) -> bool:
     if baseline is None:
         return False
     base_git, cur_git = baseline.env.get("git", {}), current.env.get("git", {})
-    base_prints, cur_prints = baseline.env.get("fingerprints"), current.env.get("fingerprints")
+    base_prints, cur_prints = fingerprint.compared(baseline, current)  # packages: what the benches loaded
     known = set(fingerprint.NAMES)
     return bool(
         cur_git.get("commit")
@@ -143,28 +145,6 @@ def _threshold_check(
     )
 
 
-def _loss_slope_check(
-    ws: int, metrics: dict[str, Any], baseline: dict[str, Any] | None, tol: Tolerances
-) -> Check:
-    fit = stats.linear_slope(metrics["samples"]["loss"], confidence=tol.confidence)
-    base_slope = None
-    if baseline is not None:
-        base_slope = stats.linear_slope(baseline["samples"]["loss"], confidence=tol.confidence).slope
-    rising = fit.ci_low > tol.loss_slope_max
-    return Check(
-        name=f"loss slope (ws={ws})",
-        unit="nats/step",
-        current=fit.slope,
-        baseline=base_slope,
-        change_unit="",
-        ci_low=fit.ci_low,
-        ci_high=fit.ci_high,
-        rule=f"FAIL if slope > {tol.loss_slope_max:g} with {tol.confidence:.0%} confidence",
-        status="FAIL" if rising else "PASS",
-        note="loss rises over the measured window" if rising else "",
-    )
-
-
 def without_reachable_baseline(comparison: Comparison, why: str) -> Comparison:
     """No baseline in the store, and MLflow (which may hold one) unreachable: rows that would read NEW
     (nothing to compare with, as on a profile's first run) read UNKNOWN instead. A first run and a
@@ -193,7 +173,7 @@ def compare(baseline: Bundle | None, current: Bundle, tol: Tolerances) -> Compar
         base = baseline.metrics.get(ws) if baseline else None
         result.checks.extend(_bench_checks(ws, base, cur, tol, baseline, unchanged))
     result.checks.extend(_scaling_checks(baseline, current, tol))
-    result.checks.extend(_eval_checks(baseline, current, tol, result.notes))
+    result.checks.extend(quality.eval_checks(baseline, current, tol, result.notes))
     return result
 
 
@@ -205,7 +185,6 @@ def _bench_checks(
     history: Bundle | None,
     unchanged: bool = False,
 ) -> list[Check]:
-    samples = cur["samples"]
     checks = []
     if base is None or history is None:
         rate = run_rate(cur)
@@ -243,8 +222,7 @@ def _bench_checks(
                     note=f"derived from tokens/s; {convention}",
                 )
             )
-    if len(samples["loss"]) >= 3:
-        checks.append(_loss_slope_check(ws, cur, base, tol))
+    checks.extend(loss.loss_checks(ws, cur, base, tol))  # divergence, slope: checks/loss.py
     checks.extend(_device_checks(ws, base, cur, tol))
     return checks
 
@@ -347,51 +325,3 @@ def _scaling_checks(baseline: Bundle | None, current: Bundle, tol: Tolerances) -
         tol.confidence,
     )
     return [scaling_row(name, efficiency, base[1], result, tol)]
-
-
-def _eval_checks(baseline: Bundle | None, current: Bundle, tol: Tolerances, notes: list[str]) -> list[Check]:
-    cur = current.eval
-    if cur is None or "skipped" in cur:
-        return []
-    base = baseline.eval if baseline else None
-    same_run = base is not None and all(base.get(k) == cur.get(k) for k in ("settings", "device"))
-    if base is not None and ("skipped" in base or not same_run):
-        notes.append(
-            "eval settings or device differ from the baseline's (or it has no eval): eval not compared"
-        )
-        base = None
-    checks = []
-    if base is None:
-        checks.append(Check("perplexity (held-out)", "", cur["perplexity"], status="NEW"))
-    else:
-        checks.append(
-            _threshold_check(
-                "perplexity (held-out)",
-                "",
-                base["perplexity"],
-                cur["perplexity"],
-                tol.perplexity_increase_pct,
-                "FAIL",
-                f"FAIL if increase > {tol.perplexity_increase_pct:g}% (deterministic)",
-            )
-        )
-    for probe, outcome in sorted(cur["probes"].items()):
-        name = f"probe {probe} accuracy"
-        base_probe = base["probes"].get(probe) if base else None
-        if base_probe is None:
-            checks.append(Check(name, "%", outcome["accuracy_pct"], status="NEW"))
-            continue
-        checks.append(
-            _threshold_check(
-                name,
-                "%",
-                base_probe["accuracy_pct"],
-                outcome["accuracy_pct"],
-                tol.probe_accuracy_drop_points,
-                "FAIL",
-                f"FAIL if drop > {tol.probe_accuracy_drop_points:g} pts",
-                points=True,
-                higher_is_better=True,
-            )
-        )
-    return checks

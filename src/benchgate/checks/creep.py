@@ -9,14 +9,22 @@ baseline store's history (the machine's noise; the anchor brings none of its own
 (gate.tolerances.throughput_drop_pct) and confidence.
 
     FAIL     slower than the anchor beyond the tolerance, with confidence: the verdict FAILs, even where
-             every commit on the way PASSed
+             every commit on the way PASSed; but only until the A/B decides (below)
     PASS     within the tolerance of the anchor, with confidence
     INFO     the noise cannot tell (the screen's UNKNOWN), or is not known yet: shown, never gated
 
+The screen alone cannot hold a 1% false FAIL here: one launch against one launch, and every run meets the
+same anchor launch, so an anchor that happened to run fast makes every later run look slower
+(benchmarks/creep_rates.py). So a screen FAIL is a question, not the answer: its row names the anchor's
+full commit (`ANCHOR_COMMIT`), and the A/B stage runs an interleaved A/B of that commit against this run
+(ab/creep_ab.py), whose FAIL, PASS or UNKNOWN (INFO here) replaces the row. Only where no A/B can be run
+(the anchor recorded no commit, the repository lacks it) does the screen's FAIL stand, and the row says so.
+
 An undecided creep row is INFO, not UNKNOWN: an UNKNOWN verdict asks for work (an A/B, a resume), and a
 gate that asks on every run of a slightly slower tree is soon ignored. The question the gate must answer
-on every commit is the per-commit one; creep only adds a FAIL where it is sure. A/B never decides a creep
-row (ab/rows.py replaces timing rows only): its base is the commit before, not the anchor.
+on every commit is the per-commit one; creep only adds a FAIL where it is sure. The per-commit A/B never
+decides a creep row (ab/rows.py replaces timing rows only): its base is the commit before, not the anchor;
+the creep A/B's base is the anchor's commit (ab/creep_ab.py).
 
 The anchor's own commit from a clean tree with the same fingerprints is unchanged code, as for the
 timing row (compare.unchanged_code): PASS. An anchor that measured something else (another profile,
@@ -39,6 +47,15 @@ from benchgate.results.comparison import CREEP, TIMING, Check, Comparison, Statu
 from benchgate.results.figures import run_rate
 
 CLEAR_HINT = "`benchgate baseline anchor --clear` removes the anchor"
+# In a screen-FAIL creep row's note: the commit an A/B checks out as its base (ab/creep_ab.py reads it).
+ANCHOR_COMMIT = "A/B base: anchor commit "
+NO_AB = "no A/B can be run"
+
+
+def anchor_commit(anchor: Bundle) -> str:
+    """The anchor's full commit, "" where its env.json recorded none (then no A/B can check it out)."""
+    commit = anchor.env.get("git", {}).get("commit")
+    return str(commit) if commit else ""
 
 
 def row_name(ws: int) -> str:
@@ -68,9 +85,11 @@ def creep_check(
     tol: Tolerances,
     anchor_label: str,
     unchanged: bool = False,
+    commit: str = "",
 ) -> Check:
     """The creep row of one world size: `anchor`/`current` are metrics-ws<N>.json contents, `history`
-    the baseline store's run-level figures at this world size (Bundle.history_figures)."""
+    the baseline store's run-level figures at this world size (Bundle.history_figures), `commit` the
+    anchor's full commit, which a screen FAIL hands to the A/B ("": none, the screen's FAIL stands)."""
     result = screen.screen(
         anchor["samples"], current["samples"], history, tol.throughput_drop_pct, tol.confidence
     )
@@ -85,8 +104,12 @@ def creep_check(
     elif result.status == "FAIL":
         status = "FAIL"
         verdict = (
-            f"slower than the anchor beyond -{tol.throughput_drop_pct:g}% with confidence: the changes "
-            "since add up to that, however small each was"
+            f"the screen says slower than the anchor beyond -{tol.throughput_drop_pct:g}% with confidence; "
+            + (
+                f"an A/B of the anchor's commit against this run decides ({ANCHOR_COMMIT}{commit})"
+                if commit
+                else f"{NO_AB}: the anchor recorded no commit to check out, so the screen's FAIL stands"
+            )
         )
     elif result.status == "PASS":
         status, verdict = "PASS", f"within -{tol.throughput_drop_pct:g}% of the anchor with confidence"
@@ -132,7 +155,7 @@ def creep_checks(
             notes.append(f"the anchor ({label}) has no ws={ws}: no creep row at that world size")
             continue
         history = baseline.history_figures(ws) if baseline is not None else []
-        rows.append(creep_check(ws, base, cur, history, tol, label, unchanged))
+        rows.append(creep_check(ws, base, cur, history, tol, label, unchanged, anchor_commit(anchor)))
     return rows, notes
 
 

@@ -11,11 +11,12 @@ way a row becomes UNKNOWN has its own answer:
     A/B ran out of budget                        (ab/decision.py: gate.ab.max_rounds, or the time budget
                                                  gate.ab.max_seconds) -> `benchgate run --resume DIR`,
                                                  with a larger [gate.ab] budget in a --config file
-    A/B said PASS where it cannot see the change (ab/rows.apply_ab: the run's fingerprints differ from
-                                                 the baseline run's; both A/B sides share this run's)
-                                                 -> re-measure the baseline with this setup
     no baseline here and MLflow unreachable      (compare.without_reachable_baseline: rows that would
                                                  be NEW) -> fix the connection, or `--no-tracking`
+
+A run whose setup (benchgate, loaded packages, bench configuration) differs from its baseline run's is
+no UNKNOWN: the A/B decides the code, the environment row (ab/environment.py) is INFO or WARN, and a
+PASS on main is promoted, so the next commit is judged against the new setup with no step to take.
 
 A creep row (checks/creep.py) is never UNKNOWN (undecided, it is INFO); its FAIL points to where the
 level moved (`benchgate history --changes`) and to re-pinning the anchor once a slowdown is accepted.
@@ -40,14 +41,12 @@ from benchgate.results.comparison import CREEP, TIMING, Check, Comparison
 
 # The notes and reasons that name a cause (see the module docstring for who writes each).
 UNREACHABLE_NOTE = "baseline unreachable"  # compare.without_reachable_baseline, on each row
-UNSEEN_NOTE = "A/B cannot see this change"  # fingerprint.describe, first in an A/B row's note
 ROUNDS_BUDGET = "gate.ab.max_rounds"  # ab/decision.decide's reasons
 SECONDS_BUDGET = "gate.ab.max_seconds"
 # The base a reader most likely means; any git ref of the repository works.
 DEFAULT_BASE = "origin/main"
 
 _ROUNDS = re.compile(r"(\d+) rounds")
-_UNSEEN = re.compile(r"the baseline run had (.+?); re-measure")
 _ANCHOR = re.compile(r"since the anchor \((.+?)\)")  # checks/creep.py, first in a creep row's note
 
 
@@ -67,10 +66,7 @@ def next_steps(comparison: Comparison, out_dir: Path | None, artifact: str | Non
     steps: list[str] = []
     if any(UNREACHABLE_NOTE in c.note for c in unknown):
         steps.append(_unreachable_step())
-    unseen = [c for c in unknown if c.decided_by == "ab" and UNSEEN_NOTE in c.note]
-    if unseen:
-        steps.append(_unseen_step(unseen))
-    out_of_budget = [c for c in unknown if c.decided_by == "ab" and c not in unseen]
+    out_of_budget = [c for c in unknown if c.decided_by == "ab"]
     if out_of_budget:
         steps.append(_resume_step(out_of_budget, where, artifact))
     # A screened row, not one that merely lacks a baseline (those read UNKNOWN for the step above).
@@ -95,16 +91,6 @@ def _unreachable_step() -> str:
         "baseline: fix the connection (--tracking-uri or MLFLOW_TRACKING_URI) and run again; or, if this "
         "profile has no baseline yet, run with `--no-tracking` (rows read NEW) or decide the timing by "
         f"A/B with `benchgate run --base {DEFAULT_BASE}`"
-    )
-
-
-def _unseen_step(rows: list[Check]) -> str:
-    found = _UNSEEN.search(rows[0].note)
-    changed = f" (it had {found.group(1)})" if found else ""
-    return (
-        f"A/B cannot decide the timing{_sizes(rows)}: both of its sides ran this run's setup, which "
-        f"differs from the baseline run's{changed}; re-measure the baseline with this setup (run the "
-        "base code with `benchgate run --update-baseline`), then run this change again"
     )
 
 

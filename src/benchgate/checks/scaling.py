@@ -11,9 +11,12 @@ Two ways to know the noise of e:
                             its spread is the run-to-run noise, and the current and the baseline run each
                             carry one run's worth of it, as in the screen.
 The row WARNs when the one-sided upper bound of the change, in points of efficiency, is below
--tolerance: less efficient beyond tolerance, with confidence. With fewer than MIN_HISTORY earlier runs
-and no A/B at both sizes, the noise is unknown and the row is INFO. The timing rows of the two world
-sizes are separate tests at 1 - confidence each, so at most twice that family-wise: stated in the rule.
+-tolerance: less efficient beyond tolerance, with confidence. It PASSes only when the lower bound is
+above -tolerance (within it, with confidence); an interval that straddles -tolerance is INFO: the
+noise cannot tell (an interval of [-25, +15] points says nothing either way). With fewer than
+MIN_HISTORY earlier runs and no A/B at both sizes, the noise is unknown and the row is INFO. The
+timing rows of the two world sizes are separate tests at 1 - confidence each, so at most twice that
+family-wise: stated in the rule.
 """
 
 from __future__ import annotations
@@ -42,14 +45,17 @@ class ScalingResult:
 def rule_text(tolerance_pts: float, confidence: float) -> str:
     return (
         f"WARN if the one-sided {confidence:.0%} upper bound of the efficiency change is below "
-        f"-{tolerance_pts:g} pts (noise from A/B rounds at both world sizes, else from >= {MIN_HISTORY} "
+        f"-{tolerance_pts:g} pts, PASS if the lower bound is above it, else INFO (noise from A/B rounds at "
+        f"both world sizes, else from >= {MIN_HISTORY} "
         f"earlier baseline runs; else INFO); timing rows at two world sizes: at most "
         f"{2 * (1 - confidence):.0%} family-wise"
     )
 
 
 def _status(low: float, high: float, tolerance_pts: float) -> ScalingStatus:
-    return "WARN" if high < -tolerance_pts else "PASS"
+    if high < -tolerance_pts:
+        return "WARN"
+    return "PASS" if low > -tolerance_pts else "INFO"
 
 
 def from_ab(

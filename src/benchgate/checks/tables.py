@@ -85,8 +85,8 @@ def why(check: Check) -> str:
     beyond its tolerance (within noise). Empty where the figures speak for themselves."""
     unit = "%" if check.change_unit == "%" else f" {check.change_unit}"
     if check.decided_by == "ab" and check.change is not None:
-        # An UNKNOWN the A/B reached, or one it could not make stand (fingerprints it cannot see): the
-        # note says which.
+        # An UNKNOWN the A/B reached (its budget ran out: the note says which); a changed setup keeps
+        # the A/B's status and gets its own environment row (ab/environment.py).
         verb = "A/B decided" if check.status in ("PASS", "FAIL") else "A/B"
         paired = f"{verb}: paired {check.change:+.1f}{unit}"
         if check.ci_low is not None and check.ci_high is not None:

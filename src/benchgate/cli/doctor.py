@@ -27,7 +27,8 @@ import typer
 from benchgate._version import __version__
 from benchgate.ab import power
 from benchgate.ab.decision import ABDecision
-from benchgate.ab.runner import AB_FILE, Side, round_config, round_steps, run_ab
+from benchgate.ab.round_plan import round_steps
+from benchgate.ab.runner import AB_FILE, Side, round_config, run_ab
 from benchgate.cli.terminal import BAD_INPUT, config_option, console, exit_codes, option
 from benchgate.cli.terminal import fail as _fail
 from benchgate.config import RunConfig, load_config

@@ -114,6 +114,16 @@ def history(
             min=1, metavar="N", help="--check looks at changes starting in the newest N runs of each series."
         ),
     ] = 10,
+    since: Annotated[
+        int,
+        typer.Option(
+            "--new",
+            min=1,
+            metavar="N",
+            help="--check reports only change points that are new with the newest N runs (those since the "
+            "last check): found over all runs, not without them. One check per run: 1.",
+        ),
+    ] = 1,
     png: Annotated[Path, typer.Option(metavar="FILE", help="Where to write the plot.")] = Path(
         "benchgate-history.png"
     ),
@@ -169,7 +179,8 @@ def history(
             "pick one",
             markup=False,
         )
-    found = _print_changes(points, order) if changes else []
+    floors = _floors(config, tracking_uri)
+    found = _print_changes(points, order, floors) if changes else []
     try:
         with writing("the plot", png):
             marks = [(change.panel, change.run.run_id) for change in found]
@@ -177,14 +188,52 @@ def history(
     except BenchgateError as exc:
         fail(exc)
     if check:
-        _check(found, points, recent, order)
+        _check(found, points, recent, order, floors, since)
 
 
-def _print_changes(points: list[HistoryPoint], order: list[str] | None) -> list[FigureChange]:
+def _floors(config: ConfigOption, tracking_uri: UriOption) -> dict[str, float]:
+    """Each figure's magnitude floor (history/changes.floor_pct of its gate tolerance), by the start
+    of its series name: a smaller level change is no change point."""
+    from benchgate.history.changes import floor_pct
+
+    tol = tracking_config(config, tracking_uri).gate.tolerances
+    return {
+        "tokens/s": floor_pct(tol.throughput_drop_pct),
+        "peak memory": floor_pct(tol.memory_increase_pct),
+        "perplexity": floor_pct(tol.perplexity_increase_pct),
+    }
+
+
+def above_floor(found: list[FigureChange], floors: dict[str, float]) -> list[FigureChange]:
+    """The change points at least their figure's floor in size (a figure without one keeps all)."""
+    floor = lambda figure: next((v for k, v in floors.items() if figure.startswith(k)), 0.0)  # noqa: E731
+    return [c for c in found if abs(c.point.change_pct) >= floor(c.figure)]
+
+
+def new_changes(
+    found: list[FigureChange],
+    points: list[HistoryPoint],
+    order: list[str] | None,
+    floors: dict[str, float],
+    new: int,
+) -> list[FigureChange]:
+    """Of `found` (over all `points`), those that the runs before the newest `new` did not show: a
+    change point is reported by the check that first sees it, not by every later one (a check after
+    every run that re-tested everything would raise each chance point again and again)."""
+    from benchgate.history.series import grouped_changes
+
+    earlier = above_floor(grouped_changes(points[:-new], order), floors) if len(points) > new else []
+    seen = {(c.series, c.figure, c.run.run_id) for c in earlier}
+    return [c for c in found if (c.series, c.figure, c.run.run_id) not in seen]
+
+
+def _print_changes(
+    points: list[HistoryPoint], order: list[str] | None, floors: dict[str, float]
+) -> list[FigureChange]:
     from benchgate.history.changes import ALPHA
     from benchgate.history.series import grouped_changes
 
-    found = grouped_changes(points, order)
+    found = above_floor(grouped_changes(points, order), floors)
     if not found:
         console.print(f"change points: none in {len(points)} runs (at the {ALPHA:.0%} level)")
         return found
@@ -225,15 +274,23 @@ def _label(change: FigureChange) -> str:
 
 
 def _check(
-    found: list[FigureChange], points: list[HistoryPoint], recent: int, order: list[str] | None
+    found: list[FigureChange],
+    points: list[HistoryPoint],
+    recent: int,
+    order: list[str] | None,
+    floors: dict[str, float],
+    new: int,
 ) -> None:
     from benchgate.history.series import grouped_regressions, run_groups
 
-    alerts = grouped_regressions(found, points, recent, order)
+    alerts = grouped_regressions(new_changes(found, points, order, floors, new), points, recent, order)
     if not alerts:
         newest = min(recent, len(points))
         each = " of each series" if len(run_groups(points)) > 1 else ""
-        console.print(f"check: no unacknowledged regression starts in the newest {newest} runs{each}")
+        console.print(
+            f"check: no unacknowledged regression new with the newest {new} run(s) starts in the newest "
+            f"{newest} runs{each}"
+        )
         return
     for change in alerts:
         of = f"{change.figure} ({change.series})" if change.series else change.figure

@@ -55,7 +55,7 @@ class SlopeFit:
         return asdict(self)
 
 
-def _as_array(samples: Samples, name: str = "samples") -> FloatArray:
+def as_array(samples: Samples, name: str = "samples") -> FloatArray:
     arr = np.asarray(samples, dtype=np.float64)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
@@ -67,7 +67,7 @@ def _as_array(samples: Samples, name: str = "samples") -> FloatArray:
     return arr
 
 
-def _check_confidence(confidence: float) -> None:
+def check_confidence(confidence: float) -> None:
     # Written so that NaN fails too.
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
@@ -77,13 +77,13 @@ def percentile(samples: Samples, q: float) -> float:
     """The q-th percentile (q in [0, 100]), interpolating linearly between closest ranks."""
     if not 0.0 <= q <= 100.0:
         raise ValueError(f"q must be in [0, 100], got {q!r}")
-    return float(np.percentile(_as_array(samples), q))
+    return float(np.percentile(as_array(samples), q))
 
 
 def summarize(samples: Samples, confidence: float = 0.95, seed: int = 0) -> Summary:
     """Descriptive statistics plus a block-bootstrap confidence interval of the median."""
-    _check_confidence(confidence)
-    arr = _as_array(samples)
+    check_confidence(confidence)
+    arr = as_array(samples)
     p10, p50, p90 = (float(v) for v in np.percentile(arr, [10.0, 50.0, 90.0]))
     ci_low, ci_high = block_bootstrap_ci(arr, np.median, confidence=confidence, seed=seed)
     return Summary(
@@ -150,8 +150,8 @@ def block_bootstrap_ci(
 
     `block` defaults to round(n ** (1/3)) and is capped at n. The result is a pure function of the arguments.
     """
-    _check_confidence(confidence)
-    arr = _as_array(samples)
+    check_confidence(confidence)
+    arr = as_array(samples)
     values = _bootstrap_statistics(arr, statistic, resamples, np.random.default_rng(seed), block)
     return _percentile_interval(values, confidence)
 
@@ -235,12 +235,12 @@ def t_quantile(p: float, df: float) -> float:
 
 def linear_slope(y: Samples, x: Samples | None = None, confidence: float = 0.95) -> SlopeFit:
     """Ordinary least-squares slope of y against x (default 0..n-1), with a t-based confidence interval."""
-    _check_confidence(confidence)
+    check_confidence(confidence)
     if len(y) < 3:
         raise ValueError(f"linear_slope needs at least 3 points, got {len(y)}")
-    ys = _as_array(y, "y")
+    ys = as_array(y, "y")
     n = int(ys.size)
-    xs = np.arange(n, dtype=np.float64) if x is None else _as_array(x, "x")
+    xs = np.arange(n, dtype=np.float64) if x is None else as_array(x, "x")
     if xs.size != n:
         raise ValueError(f"x and y must have the same length, got {xs.size} and {n}")
     dx = xs - xs.mean()
@@ -263,7 +263,7 @@ def linear_slope(y: Samples, x: Samples | None = None, confidence: float = 0.95)
 def welch_difference(a: Samples, b: Samples) -> tuple[float, float, float]:
     """mean(b) - mean(a), its standard error and its Welch-Satterthwaite degrees of freedom (a very large
     number where both spreads are zero), for an interval of the difference of two means."""
-    xa, xb = _as_array(a, "a"), _as_array(b, "b")
+    xa, xb = as_array(a, "a"), as_array(b, "b")
     if len(xa) < 2 or len(xb) < 2:
         raise ValueError(f"each side needs at least 2 values for its spread, got {len(xa)} and {len(xb)}")
     va, vb = float(xa.var(ddof=1)) / len(xa), float(xb.var(ddof=1)) / len(xb)
@@ -277,3 +277,24 @@ def relative_change_pct(baseline: float, current: float) -> float:
     if baseline == 0:
         raise ValueError("baseline is 0, so the relative change is undefined")
     return 100.0 * (current - baseline) / baseline
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with `df` degrees of freedom: the inverse of t_quantile."""
+    if not df > 0.0:
+        raise ValueError(f"df must be > 0, got {df!r}")
+    if math.isinf(t):
+        return 1.0 if t > 0 else 0.0
+    tail = _t_upper_tail(abs(t), df)
+    return 1.0 - tail if t >= 0 else tail
+
+
+def sign_test_p(worse: int, better: int) -> float:
+    """Exact one-sided sign test (McNemar's exact test on the discordant pairs): P(X >= worse) for
+    X ~ Binomial(worse + better, 1/2), the chance of at least this many of the flips going one way when
+    either way is equally likely. 1.0 where nothing flipped."""
+    if worse < 0 or better < 0:
+        raise ValueError(f"flip counts must be >= 0, got worse={worse!r} and better={better!r}")
+    n = worse + better
+    # Exact integers: 16 items over 16 seeds is 256 flips at most, far inside what math.comb sums exactly.
+    return float(sum(math.comb(n, k) for k in range(worse, n + 1)) / 2**n)

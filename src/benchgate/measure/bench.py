@@ -38,7 +38,9 @@ from benchgate.config import RunConfig
 from benchgate.errors import BenchgateError
 from benchgate.kit import lifeline, stats
 from benchgate.kit.files import write_json
+from benchgate.measure import fingerprint
 from benchgate.measure.device_state import device_state_block
+from benchgate.measure.divergence import finite_measured_steps, first_non_finite
 from benchgate.measure.env import capture_environment, launch_gpus
 from benchgate.measure.gpu_required import require_visible_gpu
 from benchgate.measure.launch import resolve_threads
@@ -46,7 +48,6 @@ from benchgate.measure.mfu import count_flops_or_why, launch_count, mfu_block
 from benchgate.measure.steps import (
     DriftReference,
     StepTimer,
-    check_finite,
     cuda_memory_peaks,
     memory_block,
     run_steps,
@@ -129,7 +130,8 @@ def run_worker(
     sys.path[:0] = list(source_paths)
     workload = load_workload(bench.workload, dict(bench.workload_args))
     counting: dict[str, Any] = {}
-    if turn_taking is not None or not count_flops:
+    ab_round = turn_taking is not None or not count_flops
+    if ab_round:
         # An A/B round's metrics are read for their step times only; counting would lengthen each
         # launch (the first count in a process imports torch._dynamo: seconds on a busy host).
         counting["skipped"] = "an A/B round: only its step times are read"
@@ -159,7 +161,6 @@ def run_worker(
     # In an A/B round the warmup takes turns too: two groups warming up at once would compete for the
     # cores and start the measured steps from different cache and frequency states.
     warm_losses = run_steps(trainer, bench.warmup, None, False, bench.sync_every, turns=turns)
-    check_finite(_gather(warm_losses, world_size), 0, "warmup")
     warmup_memory = cuda_memory_peaks(device)
     timer = StepTimer(device, bench.steps)
     reference = DriftReference() if bench.drift_reference and device.type == "cpu" else None
@@ -170,9 +171,11 @@ def run_worker(
         sampling(rank == 0 and tracking.enabled and tracking.system_metrics) as sampler,
         device_window(str(torch.cuda.get_device_properties(device).uuid) if cuda else None) as window,
     ):
+        if turns is not None:
+            turns.ready()  # set up: none of this side's setup overlaps the other side's first timed step
         losses = run_steps(trainer, bench.steps, timer, rank == 0, bench.sync_every, reference, turns)
     if turns is not None:
-        turns.close()
+        turns.finish()  # both sides' last steps are done: this side's teardown times nothing
     per_rank_times = timer.seconds()
     measured_memory = cuda_memory_peaks(device)
     rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
@@ -180,6 +183,7 @@ def run_worker(
         {
             "times": per_rank_times,
             "losses": losses,
+            "warm_losses": warm_losses,
             "rss": rss_bytes,
             "cuda_memory": {"warmup": warmup_memory, "measured": measured_memory} if warmup_memory else None,
             "reference": reference.seconds if reference else [],
@@ -189,7 +193,8 @@ def run_worker(
         },
         world_size,
     )
-    check_finite([g["losses"] for g in gathered], bench.warmup, "measured")
+    # A non-finite loss is recorded, not raised: the run diverged (measure/divergence.py).
+    diverged = first_non_finite([g["warm_losses"] + g["losses"] for g in gathered], bench.warmup)
     wall_s = time.perf_counter() - started
     dist.barrier()
     dist.destroy_process_group()
@@ -202,7 +207,8 @@ def run_worker(
     replicas = trainer.parallelism.replicas
     global_tokens = workload.tokens_per_step * replicas
     tokens_per_s = [global_tokens / t for t in step_times]
-    mean_loss = [sum(g["losses"][i] for g in gathered) / world_size for i in range(bench.steps)]
+    kept = finite_measured_steps(diverged, bench.warmup, bench.steps)
+    mean_loss = [sum(g["losses"][i] for g in gathered) / world_size for i in range(kept)]
     samples: dict[str, Any] = {
         "step_time_s": step_times,
         "tokens_per_s": tokens_per_s,
@@ -256,7 +262,10 @@ def run_worker(
             workload, counted, global_tokens / mean_step_time(step_times), peak, world_size, resolved.reason
         ),
         "memory": memory_block(device.type, gathered),
-        "loss_slope": stats.linear_slope(mean_loss).to_dict() if bench.steps >= 3 else None,
+        "loss_slope": stats.linear_slope(mean_loss).to_dict() if len(mean_loss) >= 3 else None,
+        "diverged": diverged,
+        # The workload's periodic event, every so many steps (None: none): every A/B round covers it.
+        "period_steps": getattr(workload, "period_steps", None),
         "wall_s": wall_s,
         "samples": samples,
     }
@@ -265,6 +274,8 @@ def run_worker(
         metrics["device_state"] = device_state_block(windows, global_tokens * bench.steps)
     if sampler is not None:
         metrics["system"] = sampler.result()
+    if not ab_round:  # the run's own bench: what it loaded is its packages fingerprint (fingerprint.of_run)
+        metrics[fingerprint.LOADED] = fingerprint.record_loaded(source_paths)
     write_json(out, metrics)
     return metrics
 

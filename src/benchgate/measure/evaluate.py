@@ -18,7 +18,7 @@ import contextlib
 import math
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from benchgate.kit.cpus import cpu_budget, threads_within
 from benchgate.kit.files import write_json
 from benchgate.kit.progress import count_step
 from benchgate.measure.gpu_required import require_visible_gpu
+from benchgate.measure.seeds import StoredEval, plan_more_seeds, stored_baseline_eval
 from benchgate.workloads.base import Workload, load_workload, missing_eval_hook
 from benchgate.workloads.shard import Probe, Shard, decode, encode, load_shard, sample_windows
 from benchgate.workloads.training import autocast_context, resolve_device, resolve_precision
@@ -117,18 +118,61 @@ def run_probes(
     results = {}
     for name, items in probes.items():
         outputs = [greedy_complete(workload, model, p.prompt, len(p.target.encode()), seq_len) for p in items]
-        correct = sum(o == p.target for o, p in zip(outputs, items, strict=True))
+        # Each item's correctness, in the probe set's order: compare pairs items across evals and seeds.
+        hits = [o == p.target for o, p in zip(outputs, items, strict=True)]
         results[name] = {
-            "accuracy_pct": 100.0 * correct / len(items),
-            "correct": correct,
+            "accuracy_pct": 100.0 * sum(hits) / len(items),
+            "correct": sum(hits),
             "total": len(items),
             "outputs": outputs,
+            "items": hits,
         }
     return results
 
 
-def run_eval(config: RunConfig, out: Path) -> dict[str, Any]:
-    """The eval stage: writes eval.json (skipped, with the reason, when the workload has no eval hook)."""
+def evaluate_seed(
+    workload: Workload, shard: Shard, settings: EvalConfig, device: torch.device, precision: str
+) -> dict[str, Any]:
+    """One seed: train on the shard from `settings.seed`, then perplexity and probes (deterministic)."""
+    started = time.perf_counter()
+    model, losses = train_on_shard(workload, shard, settings, device, precision)
+    model.eval()
+    with autocast_context(precision, device):
+        perplexity, n_tokens = heldout_perplexity(workload, model, shard.heldout, settings.seq_len)
+        probes = run_probes(workload, model, shard.probes, settings.seq_len)
+    return {
+        "seed": settings.seed,
+        "final_train_loss": losses[-1],
+        "perplexity": perplexity,
+        "heldout_tokens": n_tokens,
+        "probes": probes,
+        "wall_s": time.perf_counter() - started,
+    }
+
+
+def _seed_entry(one: dict[str, Any]) -> dict[str, Any]:
+    """A seed's line in eval.json's `seeds`: its figures and per-item correctness (not its outputs)."""
+    probes = {n: {"accuracy_pct": p["accuracy_pct"], "items": p["items"]} for n, p in one["probes"].items()}
+    kept = ("seed", "perplexity", "final_train_loss", "wall_s")
+    return {**{k: one[k] for k in kept}, "probes": probes}
+
+
+def run_eval(
+    config: RunConfig,
+    out: Path,
+    *,
+    machine_profile: str | None = None,
+    baseline_eval: dict[str, Any] | None = None,
+    refresh_store: Callable[[str, str], str] | None = None,
+) -> dict[str, Any]:
+    """The eval stage: writes eval.json (skipped, with the reason, when the workload has no eval hook).
+
+    The first seed (eval.seed) always runs, and its figures are eval.json's top level. More seeds run
+    only when it is out of band of the baseline's eval (measure/seeds.py): `baseline_eval`, else the
+    stored baseline of `machine_profile` (none looked up without one). eval.json's `seeds` lists each
+    seed's figures and `more_seeds` says why as many ran. `refresh_store(machine_profile, workload)`,
+    where given, brings the store's baseline up to date first (the task passes MLflow's: a fresh runner's
+    store is empty) and returns a sentence for the log."""
     workload = load_workload(config.bench.workload, dict(config.bench.workload_args))
     stored_name = config.bench.name or workload.name
     result: dict[str, Any] = {"schema_version": 1, "stage": "eval", "workload": stored_name}
@@ -150,23 +194,32 @@ def run_eval(config: RunConfig, out: Path) -> dict[str, Any]:
     precision = resolve_precision(config.bench.precision, device)
     started = time.perf_counter()
     shard = load_shard()
-    with deterministic_torch(settings.threads):
-        model, losses = train_on_shard(workload, shard, settings, device, precision)
-        model.eval()
-        with autocast_context(precision, device):
-            perplexity, n_tokens = heldout_perplexity(workload, model, shard.heldout, settings.seq_len)
-            probes = run_probes(workload, model, shard.probes, settings.seq_len)
     # Every eval ran in fp32 before evals followed the bench's precision: said only where it is another,
-    # so that a stored fp32 eval and a new one still have equal settings and are compared.
+    # so that a stored fp32 eval and a new one still have equal settings and are compared. eval.seeds is
+    # left out: how many seeds may run changes no seed's figures, and stored evals predate it.
     shown_precision = {} if precision == "fp32" else {"precision": precision}
+    written = {**settings.model_dump(mode="json", exclude={"seeds"}), **shown_precision}
+    if baseline_eval is None and refresh_store is not None and machine_profile is not None:
+        print(f"benchgate eval: {refresh_store(machine_profile, stored_name)}", flush=True)
+    stored = (
+        StoredEval(baseline_eval, where="the given baseline eval")
+        if baseline_eval is not None
+        else stored_baseline_eval(config.gate.baseline_dir, machine_profile, stored_name)
+    )
+    with deterministic_torch(settings.threads):
+        first = evaluate_seed(workload, shard, settings, device, precision)
+        plan = plan_more_seeds(config, first, stored, written, str(device))
+        more = [
+            evaluate_seed(workload, shard, settings.model_copy(update={"seed": s}), device, precision)
+            for s in plan.extra
+        ]
     result.update(
         {
-            "settings": {**settings.model_dump(mode="json"), **shown_precision},
+            "settings": written,
             "device": str(device),
-            "final_train_loss": losses[-1],
-            "perplexity": perplexity,
-            "heldout_tokens": n_tokens,
-            "probes": probes,
+            **{k: first[k] for k in ("final_train_loss", "perplexity", "heldout_tokens", "probes")},
+            "seeds": [_seed_entry(one) for one in (first, *more)],
+            "more_seeds": plan.why,
             "wall_s": time.perf_counter() - started,
         }
     )

@@ -17,7 +17,6 @@ from typing import Any
 
 import torch
 
-from benchgate.errors import RunFailedError
 from benchgate.kit.progress import PROGRESS_PREFIX
 from benchgate.measure.turns import TurnClient, steps_per_turn
 from benchgate.workloads.base import check_loss
@@ -110,16 +109,6 @@ def run_steps(
         # and fail later as a run failure. The env task checked this workload; an A/B base has not.
         check_loss(losses[0], f"bench.workload: {trainer.workload.name}")
     return torch.stack(losses).float().cpu().tolist() if losses else []
-
-
-def check_finite(losses: list[list[float]], first_step: int, phase: str) -> None:
-    for rank, values in enumerate(losses):
-        for i, value in enumerate(values):
-            if value != value or value in (float("inf"), float("-inf")):
-                raise RunFailedError(
-                    f"rank {rank}: loss is {value} at {phase} step {first_step + i}; "
-                    "the workload diverged or produced invalid values"
-                )
 
 
 def cuda_memory_peaks(device: torch.device) -> dict[str, int] | None:

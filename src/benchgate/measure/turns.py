@@ -10,9 +10,18 @@ lets it land on both alike, so the paired difference of neighbouring steps is th
                                     ◄──────  "GO" to every rank of one side (the order of A and B is
     one training step, timed                  drawn at random for every pair of steps)
     "DONE"                          ──────►  waits for every rank of that side, then the other side
+    (after the warmup's turns)
+    "READY"                         ──────►  waits until every rank of both sides is ready to measure
+    (after the last measured turn)
+                                    ◄──────  "END" to every rank, once both sides' last turns are done
 
 The idle side blocks in a socket read, so it uses no CPU while the other side's step is timed. Plain
 TCP on 127.0.0.1: both groups run on the same machine by design.
+
+READY and END keep the work between a side's phases off the other side's timed steps: without them the
+side that took its last warmup turn first set up its measured phase (a gather, the timer) during the
+other side's first measured step, and the side that took its last measured turn first tore down (a
+gather, the process group, the metrics file) during the other side's last one.
 """
 
 from __future__ import annotations
@@ -67,6 +76,18 @@ class TurnClient:
     def done(self) -> None:
         self._send("DONE")
 
+    def ready(self) -> None:
+        """Say that this rank is set up to measure; its first measured turn comes after every rank's."""
+        self._send("READY")
+
+    def finish(self) -> None:
+        """Wait until both sides' last measured turns are done (END), then close: teardown after that
+        overlaps no timed step."""
+        line = self.stream.readline()
+        if line != b"END\n":
+            raise RunFailedError(f"turn coordinator: expected END, got {line!r} (it stopped or timed out)")
+        self.close()
+
     def close(self) -> None:
         self.stream.close()
         self.sock.close()
@@ -105,7 +126,8 @@ class TurnCoordinator:
             except TimeoutError:
                 continue
             conn.settimeout(self.timeout_s)
-            hello = conn.makefile("rb").readline().split()
+            # Byte by byte: a buffered read could swallow the READY that a rank without warmup sends next.
+            hello = _read_line(conn).split()
             if len(hello) != 3 or hello[0] != b"HELLO" or hello[1].decode() not in SIDES:
                 conn.close()
                 raise RunFailedError(f"turn coordinator: unexpected greeting {hello!r}")
@@ -119,17 +141,29 @@ class TurnCoordinator:
             if reply != b"DONE\n":
                 raise RunFailedError(f"side {side} stopped during its turn (got {reply!r})")
 
+    def _all_say(self, message: bytes) -> None:
+        for side in SIDES:
+            for conn in self.conns[side]:
+                reply = _read_line(conn)
+                if reply != message:
+                    raise RunFailedError(f"side {side}: expected {message!r}, got {reply!r}")
+
     def run(self, turns: int, alive: Callable[[], bool], warmup: int = 0) -> list[str]:
         """Coordinate `warmup` then `turns` pairs of turns (see `turn_count`); returns the order of each
-        measured pair ("AB" or "BA")."""
+        measured pair ("AB" or "BA"). Between the two, every rank says READY; after them, END to all."""
         rng = random.Random(self.seed)
         try:
             self._accept_all(alive)
-            for _ in range(warmup + turns):
+            for i in range(warmup + turns):
+                if i == warmup:
+                    self._all_say(b"READY\n")
                 order = "AB" if rng.random() < 0.5 else "BA"
                 for side in order:
                     self._turn(side)
                 self.orders.append(order)
+            for side in SIDES:
+                for conn in self.conns[side]:
+                    conn.sendall(b"END\n")
         except OSError as e:
             raise RunFailedError(f"turn coordinator: a worker group went away ({e})") from None
         finally:

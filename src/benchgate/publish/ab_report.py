@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchgate.ab.decision import decide, look_rounds
+from benchgate.ab.decision import decide_rounds, look_rounds
 from benchgate.ab.runner import AB_FILE
 from benchgate.config import GateConfig
 from benchgate.kit.files import read_json
@@ -73,14 +73,14 @@ class ABReport:
 
 
 def ab_looks(outcome: dict[str, Any], gate: GateConfig) -> list[Look]:
-    """The looks the A/B took over its saved rounds, as ab/decision.decide judged each."""
+    """The looks the A/B took over its saved rounds, as ab/decision.decide_rounds judged each."""
     ab, tol = gate.ab, gate.tolerances
-    changes = [float(r["change_log"]) for r in outcome["rounds"]]
+    rounds = outcome["rounds"]
     looks = []
     for n in look_rounds(ab.min_rounds, ab.max_rounds):
-        if n > len(changes):
+        if n > len(rounds):
             break
-        d = decide(changes[:n], tol.throughput_drop_pct, tol.confidence, ab.min_rounds, ab.max_rounds)
+        d = decide_rounds(rounds[:n], tol.throughput_drop_pct, tol.confidence, ab.min_rounds, ab.max_rounds)
         looks.append(Look(n, d.status, d.change_pct, d.ci_low_pct, d.ci_high_pct))
     return looks
 

@@ -24,10 +24,11 @@ BASELINE_DECISION_FILE = "baseline-decision.json"
 def should_update_baseline(config: RunConfig, env: dict[str, Any], comparison: Comparison) -> str | None:
     """The reason to write this run as the baseline, or None.
 
-    No ratchet: `auto` promotes only a run on main from a clean tree whose every timing check PASSed
-    (or is NEW: the first baseline). A WARN, UNKNOWN or FAIL run never becomes the reference, so two
-    successive 4% slowdowns are both measured against the same baseline. (`held_back` then keeps a run
-    that measured less than the baseline it would replace.)
+    No ratchet: `auto` promotes only a run on main from a clean tree whose verdict is PASS or WARN and
+    whose every timing check PASSed (or is NEW: the first baseline); a WARN elsewhere (memory, scaling,
+    the environment row) does not hold it back. A run with a timing row that is not PASS never becomes
+    the reference, so two successive 4% slowdowns are both measured against the same baseline.
+    (`held_back` then keeps a run that measured less than the baseline it would replace.)
     """
     policy = config.gate.update_baseline
     if policy == "always":

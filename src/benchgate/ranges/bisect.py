@@ -8,9 +8,13 @@ A/B(base, candidate): FAIL when the candidate is slower than the base beyond tol
 PASS when it is within tolerance (or faster), UNKNOWN when the rounds could not tell (ab/decision.py).
 
 1. A/B(good, bad). PASS: no regression beyond tolerance in the range (exit 0). UNKNOWN: exit 4.
-2. FAIL: binary search over the commits. A/B(good, mid): FAIL puts the culprit at or before mid, PASS
-   after it. Always against good, never between neighbours: a slowdown built up by several commits,
-   each within tolerance, is still found, at the commit where the total first goes beyond tolerance.
+2. FAIL: binary search over the commits. A/B(good, mid), judged against half the change step 1 measured
+   (good->bad), not against the tolerance: FAIL (slower than good by more than half of it) puts the
+   culprit at or before mid, PASS after it. A midpoint is either good-like or bad-like, and the middle
+   of the two is where an A/B tells them apart fastest and most surely: against the tolerance, a
+   good->bad change just past it would leave every bad-like midpoint at the boundary, UNKNOWN. Always
+   against good, never between neighbours: a slowdown built up by several commits, each small, is still
+   found, at the commit where the total first goes past half of it.
 3. One commit left, the culprit: A/B(its first parent, culprit) measures the change it introduced
    itself. Within tolerance while its change vs good is not: the slowdown built up over several commits.
    Where its first parent is good, step 1 or 2 measured exactly that already and is not repeated.
@@ -23,6 +27,7 @@ may stay UNKNOWN without stopping anything: the culprit is already found.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -41,9 +46,12 @@ EXIT_CODES: dict[BisectStatus, int] = {
 
 class Decide(Protocol):
     """The A/B decision of `candidate` against `base` (full SHAs). `more_rounds`: resume the A/B of the
-    same pair that ended UNKNOWN, with a larger round budget."""
+    same pair that ended UNKNOWN, with a larger round budget. `tolerance_pct`: judge against this
+    slowdown instead of the gate's tolerance (None: the gate's)."""
 
-    def __call__(self, base: str, candidate: str, more_rounds: bool = False) -> ABDecision: ...
+    def __call__(
+        self, base: str, candidate: str, more_rounds: bool = False, tolerance_pct: float | None = None
+    ) -> ABDecision: ...
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,7 @@ class Step:
     more_rounds: bool  # ended UNKNOWN once, and was resumed with a larger budget
     first: int
     last: int
+    tolerance_pct: float | None = None  # what the step was judged against, where not the gate's tolerance
 
     @property
     def commits_left(self) -> int:
@@ -93,6 +102,14 @@ def max_decisions(commits: int) -> int:
     return (commits - 1).bit_length() + 2
 
 
+def midpoint_tolerance(change_pct: float | None) -> float | None:
+    """The slowdown each midpoint is judged against: half of the measured good->bad change, halved in
+    log units (a -20% change gives 10.6%: the geometric middle of the two speeds). None without one."""
+    if change_pct is None or not -100.0 < change_pct < 0.0:
+        return None
+    return -100.0 * math.expm1(0.5 * math.log1p(change_pct / 100.0))
+
+
 def bisect(
     good: str,
     commits: Sequence[str],
@@ -114,9 +131,10 @@ def bisect(
     if decision.status != "FAIL":
         return search.ended("UNKNOWN", low, high)
     vs_good = decision
+    halfway = midpoint_tolerance(decision.change_pct)
     while low < high:
         middle = (low + high) // 2
-        decision = search.decide_step("search", good, middle)
+        decision = search.decide_step("search", good, middle, halfway)
         if decision.status == "FAIL":
             vs_good, high = decision, middle
         elif decision.status == "PASS":
@@ -142,20 +160,25 @@ class _Search:
         self.good, self.commits, self.decide, self.on_step = good, commits, decide, on_step
         self.steps: list[Step] = []
         self.pending: tuple[Role, str, str, ABDecision, bool] | None = None
+        self.tolerance_pct: float | None = None
 
-    def decide_step(self, role: Role, base: str, index: int) -> ABDecision:
+    def decide_step(
+        self, role: Role, base: str, index: int, tolerance_pct: float | None = None
+    ) -> ABDecision:
         """A/B(base, commits[index]), with more rounds once after an UNKNOWN; `record` files it."""
         candidate = self.commits[index]
-        decision, more_rounds = self.decide(base, candidate), False
+        decision, more_rounds = self.decide(base, candidate, tolerance_pct=tolerance_pct), False
         if decision.status not in ("PASS", "FAIL"):
-            decision, more_rounds = self.decide(base, candidate, more_rounds=True), True
+            decision = self.decide(base, candidate, more_rounds=True, tolerance_pct=tolerance_pct)
+            more_rounds = True
         self.pending = (role, base, candidate, decision, more_rounds)
+        self.tolerance_pct = tolerance_pct
         return decision
 
     def record(self, first: int, last: int) -> None:
         """File the step just decided, with where the culprit may be after it."""
         assert self.pending is not None
-        step = Step(len(self.steps) + 1, *self.pending, first, last)
+        step = Step(len(self.steps) + 1, *self.pending, first, last, self.tolerance_pct)
         self.pending = None
         self.steps.append(step)
         if self.on_step is not None:

@@ -26,7 +26,8 @@ from typing import Any, Protocol
 
 from benchgate.ab.decision import ABDecision
 from benchgate.ab.layout import Layout
-from benchgate.ab.runner import AB_FILE, Side, ab_layout, round_config, round_steps, run_ab
+from benchgate.ab.round_plan import round_steps
+from benchgate.ab.runner import AB_FILE, Side, ab_layout, round_config, run_ab
 from benchgate.config import RunConfig
 from benchgate.errors import EXIT_RUN_FAILED, BenchgateError, ConfigError
 from benchgate.kit.diskfaults import writing
@@ -125,7 +126,7 @@ def typical_step_s(
     config: RunConfig, world_size: int, out: outdir.ResultsDir, trees: Worktrees, good: str, gpus: int
 ) -> float | None:
     """good's mean step time at `world_size`, from one short bench launch (<out>/probe): it sets the
-    steps of every round (ab/runner.round_steps) so that each measures at least gate.ab.min_measured_s
+    steps of every round (ab/round_plan.round_steps) so that each measures at least gate.ab.min_measured_s
     per side, as the bench stage's step time does in a gate run; rounds of short steps are noisy. None
     where gate.ab.min_measured_s is 0: every round is gate.ab.steps steps, and nothing is probed."""
     if config.gate.ab.min_measured_s <= 0:
@@ -167,7 +168,9 @@ class _ABSteps:
         self.dirs: dict[tuple[str, str], str] = {}
         self.seconds: dict[tuple[str, str], float] = {}
 
-    def __call__(self, base: str, candidate: str, more_rounds: bool = False) -> ABDecision:
+    def __call__(
+        self, base: str, candidate: str, more_rounds: bool = False, tolerance_pct: float | None = None
+    ) -> ABDecision:
         pair = (base, candidate)
         if pair not in self.dirs:
             name = f"step{len(self.dirs) + 1}"
@@ -176,8 +179,14 @@ class _ABSteps:
         if self.listener is not None:
             self.listener.ab_started(len(self.dirs), base, candidate, more_rounds)
         started = time.monotonic()
+        config = more_rounds_config(self.config) if more_rounds else self.config
+        if tolerance_pct is not None:  # a midpoint: judged against half the good->bad change
+            tolerances = config.gate.tolerances.model_copy(update={"throughput_drop_pct": tolerance_pct})
+            config = config.model_copy(
+                update={"gate": config.gate.model_copy(update={"tolerances": tolerances})}
+            )
         outcome = run_ab(
-            more_rounds_config(self.config) if more_rounds else self.config,
+            config,
             self.world_size,
             self.out.path / self.dirs[pair],
             Side(f"base {base[:12]}", base, self.trees.import_paths(base)),
@@ -328,6 +337,7 @@ def _step_entry(step: Step, steps: _ABSteps, span: BisectRange) -> dict[str, Any
         "candidate": step.candidate,
         "decision": step.decision.to_dict(),
         "more_rounds": step.more_rounds,
+        "tolerance_pct": step.tolerance_pct,  # None: the gate's tolerance
         "ab_json": steps.ab_json(step),
         "seconds": steps.seconds.get((step.base, step.candidate), 0.0),
         "commits_left": step.commits_left,

@@ -19,12 +19,13 @@ import re
 import reprlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from benchgate.errors import BaselineError
 from benchgate.kit.files import read_json
+from benchgate.results.eval_seeds import seed_records
 
 METRICS_FILE = re.compile(r"^metrics-ws(\d+)\.json$")
 # Written by the env stage (who ran it: the KFP run, when) and by the publish stage (where the run went).
@@ -98,6 +99,14 @@ class _System(_Checked):
     series: dict[Name, list[Number | None]] = {}
 
 
+class _Diverged(_Checked):
+    # Where the run's loss stopped being finite (measure/divergence.py); checks/loss.py reads it.
+    step: Count
+    phase: Literal["warmup", "measured"]
+    rank: Size
+    value: Literal["inf", "-inf", "nan"]
+
+
 class _Metrics(_Checked):
     schema_version: Size
     machine_profile: Name
@@ -110,6 +119,7 @@ class _Metrics(_Checked):
     # Optional (older files lack them), but never null where a reader indexes into them.
     mfu: _Mfu = _Mfu()
     loss_slope: _Slope | None = None
+    diverged: _Diverged | None = None
     system: _System | None = None
     device: str | None = None
     threads_per_rank: Count | None = None
@@ -273,6 +283,9 @@ def _check_samples(path: Path, metrics: dict[str, Any]) -> None:
     samples = metrics["samples"]
     steps = len(samples["step_time_s"])
     for name in ("tokens_per_s", "loss"):
+        # A run that diverged keeps the losses before it only (measure/divergence.py), every step's time.
+        if name == "loss" and metrics.get("diverged") and len(samples[name]) <= steps:
+            continue
         if len(samples[name]) != steps:
             raise BaselineError(
                 f"{path}: samples.{name}: got {len(samples[name])} values, but samples.step_time_s has "
@@ -316,6 +329,10 @@ def _read_eval(path: Path) -> dict[str, Any]:
     if evaluation.get("perplexity") is None:
         raise BaselineError(f"{path}: perplexity: got nothing (an eval that was not skipped has one)")
     evaluation.setdefault("probes", {})  # an eval that ran no probes has none to compare
+    try:  # each seed's figures and items, as compare reads them (results/eval_seeds.py)
+        seed_records(evaluation)
+    except BaselineError as e:
+        raise BaselineError(f"{path}: {e}") from None
     return evaluation
 
 

@@ -42,7 +42,8 @@ class Check:
     note: str = ""
     # For timing checks: "tokens_per_s", its world size, and what decided it ("screen", "ab",
     # "unchanged", or "host": a CPU host too small to A/B that world size, ab/host_fit.py);
-    # "tokens_per_s_since_anchor" for the creep rows (decided by "screen" or "unchanged", never by A/B);
+    # "tokens_per_s_since_anchor" for the creep rows (decided by "screen", "unchanged", or by an A/B of
+    # the anchor's commit where the screen would FAIL: ab/creep_ab.py);
     # "scaling_efficiency" for the efficiency row ("ab" where A/B rounds at both world sizes judged it).
     metric: str = ""
     world_size: int | None = None

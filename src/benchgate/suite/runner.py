@@ -10,7 +10,9 @@ An entry that fails with a BenchgateError (its workload does not import: exit 2;
 atomically after every entry (and once before the first), so a suite that is killed keeps what finished.
 
 The suite's exit code: 2 if any entry had bad input, else 3 if any failed to run, else the worst
-verdict's (FAIL 1, then UNKNOWN 4, then 0 for PASS and WARN).
+verdict's (FAIL 1, then UNKNOWN 4, then 0 for PASS and WARN). Since any entry's FAIL is the suite's, the
+entries run at their share of the suite's error budget (suite/family.py), planned before the first
+runs and recorded as suite.json's "family".
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from benchgate.errors import (
 )
 from benchgate.kit.files import write_json
 from benchgate.kit.progress import Reporter
+from benchgate.suite.family import FamilyPlan, apply_family, plan_family
 from benchgate.suite.spec import PlannedEntry, SuiteSpec, entry_config, shown_entry
 
 SUITE_FILE = "suite.json"
@@ -131,6 +134,8 @@ def run_entries(
     content, written after each entry, with the suite's exit code set."""
     watcher = progress or QuietProgress()
     record = new_record(spec, out_dir)
+    plan = family_plan(spec, out_dir, overrides)
+    record.data["family"] = plan.to_dict()
     record.save()
     total = len(spec.entries)
     for position, (planned, row) in enumerate(zip(spec.entries, record.entries, strict=True), start=1):
@@ -138,12 +143,26 @@ def run_entries(
             row["state"] = "running"
             record.save()
             reporter = watcher.entry_started(position, total, planned.name)
-            row.update(_gate(spec, planned, out_dir, run_entry, overrides, reporter))
+            row.update(_gate(spec, planned, out_dir, run_entry, overrides, reporter, plan))
             record.save()
         watcher.entry_finished(position, total, row)
     record.data["exit_code"] = suite_exit_code(record.entries)
     record.save()
     return record
+
+
+def family_plan(spec: SuiteSpec, out_dir: Path, overrides: Mapping[str, Any] | None = None) -> FamilyPlan:
+    """The suite's family plan over the entries that can run (an entry whose config is refused runs no
+    decision, and its error is reported when its turn comes)."""
+    configs = []
+    for planned in spec.entries:
+        if planned.entry is None:
+            continue
+        try:
+            configs.append(entry_config(spec, planned, out_dir, overrides))
+        except BenchgateError:
+            continue
+    return plan_family(configs, spec.family)
 
 
 def _gate(
@@ -153,10 +172,11 @@ def _gate(
     run_entry: RunEntry,
     overrides: Mapping[str, Any] | None,
     reporter: Reporter,
+    plan: FamilyPlan,
 ) -> dict[str, Any]:
     started = time.perf_counter()
     try:
-        config = entry_config(spec, planned, out_dir, overrides)
+        config = apply_family(entry_config(spec, planned, out_dir, overrides), plan)
         outcome = run_entry(config, reporter)
     except BenchgateError as e:
         message = str(e)
@@ -175,4 +195,5 @@ def _gate(
         "exit_code": outcome.exit_code,
         "error": None,
         "seconds": round(time.perf_counter() - started, 3),
+        "confidence": config.gate.tolerances.confidence,  # its share of the family's budget
     }

@@ -62,6 +62,12 @@ class SuiteTable(_Strict):
 
     name: str = Field(description="The suite's name: its MLflow parent's, and its tag benchgate.suite.")
     config: str | None = Field(None, description="A benchgate config file every entry starts from.")
+    family: Literal["bonferroni", "none"] = Field(
+        "bonferroni",
+        description="How the suite holds its family-wise false FAIL (suite/family.py): bonferroni splits "
+        "each entry's error budget over the suite's timing decisions; none keeps each entry's and states "
+        "the bound that leaves.",
+    )
 
     _name = field_validator("name")(_stored_name)
 
@@ -117,6 +123,7 @@ class SuiteSpec:
     config: dict[str, Any] = field(default_factory=dict)
     config_path: Path | None = None
     entries: list[PlannedEntry] = field(default_factory=list)
+    family: Literal["bonferroni", "none"] = "bonferroni"
 
 
 def load_suite(path: Path) -> SuiteSpec:
@@ -149,7 +156,7 @@ def load_suite(path: Path) -> SuiteSpec:
     for index, raw in enumerate(raw_entries):
         entry = _plan(index, raw, seen)
         planned.append(entry)
-    return SuiteSpec(table.name, path.resolve(), config, config_path, planned)
+    return SuiteSpec(table.name, path.resolve(), config, config_path, planned, table.family)
 
 
 def _plan(index: int, raw: Any, seen: dict[str, int]) -> PlannedEntry:

@@ -69,6 +69,8 @@ def print_suite_table(suite_dir: Path, record: dict[str, Any], console: Console)
             table.add_row(*cells, f"[{style}]{status}[/]" if status != "—" else status)
         table.add_section()
     console.print(table)
+    if record.get("family"):
+        console.print(escape(str(record["family"]["sentence"])))
 
 
 def suite_markdown(suite_dir: Path, record: dict[str, Any]) -> str:
@@ -80,5 +82,7 @@ def suite_markdown(suite_dir: Path, record: dict[str, Any]) -> str:
             label = f"**{_entry_label(entry)}**" if i == 0 else ""
             cells = [label, *(cell.replace("|", "\\|") for cell in row)]
             lines.append(f"| {' | '.join(cells)} |")
+    if record.get("family"):  # suite.json written before the family plan has none
+        lines += ["", str(record["family"]["sentence"])]
     lines += ["", "Each entry's rules and notes: `<entry>/compare.md`; its report: `<entry>/report.html`."]
     return "\n".join(lines) + "\n"

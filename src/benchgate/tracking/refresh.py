@@ -23,7 +23,7 @@ from benchgate.config import RunConfig
 from benchgate.errors import BadInputError
 from benchgate.kit.diskfaults import local_faults, writing
 from benchgate.kit.files import read_json_object, write_json
-from benchgate.results.bundle import Bundle, load_bundle
+from benchgate.results.bundle import load_bundle
 from benchgate.store.baseline import read_meta, save_baseline
 
 TRACKING_FILE = "tracking.json"
@@ -77,7 +77,7 @@ def refresh_baseline(config: RunConfig, run_dir: Path) -> dict[str, Any]:
             )
             newest = tracking_read.newest_baseline(baselines)
             if newest is not None:
-                _cache(config, tracker, newest, baselines, current)
+                _cache(config, tracker, newest, baselines, current.machine_profile, workload)
             # The pinned anchor too (creep rows): a fresh CI runner's store has none.
             anchor = refresh_anchor(tracker, config.gate.baseline_dir, current.machine_profile, workload)
     except tracking.send_errors() as e:
@@ -101,7 +101,35 @@ def refresh_baseline(config: RunConfig, run_dir: Path) -> dict[str, Any]:
     return state
 
 
-def _cache(config: RunConfig, tracker: Any, newest: Any, baselines: list[Any], current: Bundle) -> None:
+def cache_newest_baseline(config: RunConfig, machine_profile: str, workload: str) -> str:
+    """Bring the directory store up to date with MLflow's baseline of `machine_profile` and `workload`
+    before there is a run to compare: the eval stage needs the baseline's eval to know whether its first
+    seed is out of band (measure/seeds.py), and a fresh CI runner or a cluster pod starts with an empty
+    store. Returns what it did, for the task's log; MLflow down or tracking off leaves the store as it is
+    (the eval then runs its first seed alone, and compare says why)."""
+    from benchgate.tracking import client as tracking
+    from benchgate.tracking import read as tracking_read
+
+    if not config.tracking.enabled:
+        return "tracking is off: the store's baseline, if any, is used as it is"
+    try:
+        tracker = tracking.connect(config)
+        with local_faults(tracker.local_dir):
+            baselines = tracking_read.gate_runs(
+                tracker, machine_profile, workload, baselines_only=True, limit=20
+            )
+            newest = tracking_read.newest_baseline(baselines)
+            if newest is None:
+                return f"MLflow holds no baseline for {machine_profile}/{workload}"
+            _cache(config, tracker, newest, baselines, machine_profile, workload)
+    except tracking.send_errors() as e:
+        return f"MLflow not reached ({tracking.short_error(e)}): the store's baseline, if any, is used"
+    return f"the store holds MLflow's baseline run {newest.info.run_id}"
+
+
+def _cache(
+    config: RunConfig, tracker: Any, newest: Any, baselines: list[Any], machine_profile: str, workload: str
+) -> None:
     """Copy MLflow's newest baseline into the directory store unless the store's is as new or newer.
 
     The store can be newer: a baseline written while MLflow was down, whose run is still in the spool.
@@ -110,7 +138,7 @@ def _cache(config: RunConfig, tracker: Any, newest: Any, baselines: list[Any], c
     from benchgate.tracking import read as tracking_read
 
     since = tracking_read.baseline_since(newest)
-    cached = read_meta(config.gate.baseline_dir, current.machine_profile, str(current.workload))
+    cached = read_meta(config.gate.baseline_dir, machine_profile, workload)
     # The marking time is stored as text in MLflow; a millisecond of slack absorbs any round trip.
     if cached is not None and (
         cached.get("mlflow_run_id") == newest.info.run_id

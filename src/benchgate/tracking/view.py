@@ -133,7 +133,8 @@ def step_series(prefix: str, metrics: dict[str, Any], timestamp_ms: int) -> list
     for i, seconds in enumerate(samples["step_time_s"]):
         out.append(metric(f"{prefix}step_time_ms", seconds * 1e3, timestamp_ms, i))
         out.append(metric(f"{prefix}tokens_per_s", samples["tokens_per_s"][i], timestamp_ms, i))
-        out.append(metric(f"{prefix}loss", samples["loss"][i], timestamp_ms, i))
+        if i < len(samples["loss"]):  # a diverged run's losses stop before it (measure/divergence.py)
+            out.append(metric(f"{prefix}loss", samples["loss"][i], timestamp_ms, i))
     return out
 
 

@@ -33,6 +33,12 @@ Optional parallelism (workloads/parallel.py; without it: DDP at world sizes abov
                                Dimensions named "dp..." are data parallel: their ranks read different
                                batches, and `tokens_per_step` counts one such replica's tokens
 
+Optional periodic event (none without it)
+    period_steps         int   the workload does something every this many steps (a checkpoint, an
+                               eval, a log flush; its own count, warmup included) (> 0): every A/B round
+                               measures a whole number of such periods, at least one, so that each
+                               round holds the event alike (ab/round_plan.py)
+
 Optional eval hook (the eval stage is skipped without it)
     logits(model, tokens)      -> [batch, time, 256] next-byte logits for int64 byte tokens [batch, time]
     eval_seq_len         int   context length the model accepts (> 0)
@@ -161,6 +167,14 @@ def check_members(workload: Any, where: str) -> None:
     if parallelize is not None and not callable(parallelize):
         raise member_error(where, "parallelize", f"is {_described(parallelize)}; expected a method")
     check_mesh_dims(workload, where)
+    period_steps = getattr(workload, "period_steps", None)
+    if period_steps is not None and not is_count(period_steps):
+        raise member_error(
+            where,
+            "period_steps",
+            f"is {_described(period_steps)}; expected an int > 0 (the steps from one of the workload's "
+            "periodic events to the next), or no such member",
+        )
     eval_seq_len = getattr(workload, "eval_seq_len", None)
     if eval_seq_len is not None and not is_count(eval_seq_len):
         raise member_error(where, "eval_seq_len", f"is {_described(eval_seq_len)}; expected an int > 0")

@@ -134,7 +134,8 @@ def check_training_step(
     checked where it will run and a large model's step takes GPU seconds, not CPU minutes; and in fp32
     whatever the bench's precision: what it checks (types, shapes, a finite loss, a step that completes)
     does not depend on it, and without bf16 autocast a rounding effect of the precision is not blamed on
-    the contract (a loss that only diverges in bf16 is the bench's to report, as a failed run).
+    the contract (a loss that only diverges in bf16 is the bench's to report: the metrics' `diverged`
+    record, measure/divergence.py).
     `eval_seq_len`, when the eval will run, also checks the eval hook with one `logits` call on that
     many tokens. Returns the loss.
     """

@@ -40,22 +40,15 @@ from benchgate.config import Tolerances
 from benchgate.kit import hac, stats
 from benchgate.kit.files import write_json
 
+sys.path.insert(0, str(Path(__file__).parent))
+from power import wilson  # beside this script
+
 RESULTS = Path(__file__).resolve().parent / "results"
 PHIS = (0.0, 0.5, 0.8)
 SIGMA = 0.17  # the stationary spread of a step's loss around its trend (sleepy: ~0.17 nats)
 TREND = -0.0105  # nats per step: sleepy's measured slope over its first 60 measured steps
 LEVEL = 1.1  # sleepy's loss around its measured window
 OWN = 0.05  # the noise a paired run has of its own, beyond the batches it shares
-
-
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion (95%)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def ar1(rng: np.random.Generator, n: int, phi: float, sigma: float) -> np.ndarray:

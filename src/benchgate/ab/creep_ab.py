@@ -23,6 +23,7 @@ for, and `stage_creep_ab` decides the creep rows. The rest is pure.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import statistics
 from collections.abc import Callable
@@ -199,14 +200,7 @@ def stage_creep_ab(
 
 def _with_row(comparison: Comparison, ws: int, change: Callable[[Check], Check]) -> Comparison:
     checks = [change(c) if c.metric == CREEP and c.world_size == ws else c for c in comparison.checks]
-    return Comparison(
-        comparison.machine_profile,
-        comparison.workload,
-        comparison.baseline_path,
-        checks,
-        list(comparison.notes),
-        comparison.on_unknown,
-    )
+    return dataclasses.replace(comparison, checks=checks, notes=list(comparison.notes))
 
 
 def _mean_rate(rounds: list[dict[str, Any]], side: str) -> float | None:

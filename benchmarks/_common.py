@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import math
+import random
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+from benchgate.config import RunConfig, load_config
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def spread_pct(values: Sequence[float]) -> float:
@@ -18,6 +25,49 @@ def cv_pct(values: Sequence[float]) -> float:
 
 def ms(values: Sequence[float]) -> str:
     return " ".join(f"{1e3 * v:.1f}" for v in values)
+
+
+def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion (95% by default)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def rate(successes: int, n: int) -> str:
+    """ "k/n = p% [low, high]" with the Wilson 95% interval."""
+    low, high = wilson(successes, n)
+    return f"{successes}/{n} = {100 * successes / max(n, 1):.1f}% [{100 * low:.1f}, {100 * high:.1f}]"
+
+
+def base_config(root: Path, workload: str = "powerwork:make_workload", **gate: Any) -> RunConfig:
+    """The gate's defaults at world size 1, with `workload`, no MLflow and baselines under `root`."""
+    return load_config(
+        overrides={
+            "bench.workload": workload,
+            "bench.world_sizes": [1],
+            "gate.baseline_dir": root / "baselines",
+            "tracking.enabled": False,
+            **{f"gate.{k}": v for k, v in gate.items()},
+        }
+    )
+
+
+def inject_slowdown(
+    base: list[float], cand: list[float], change: float, every: int, rng: random.Random
+) -> list[float]:
+    """The candidate's steps of a real A/A round made slower so that the round's tokens/s changes by
+    `change` (-0.1: -10%): every step alike (every=1), or only every `every`-th step, at a random phase."""
+    total = sum(cand)
+    extra = total / (1.0 + change) - total
+    if every == 1:
+        return [t * (1.0 + extra / total) for t in cand]
+    phase = rng.randrange(every)
+    hit = sum(cand[phase::every])
+    return [t * (1.0 + extra / hit) if i % every == phase else t for i, t in enumerate(cand)]
 
 
 # The reference GPT with `extra` residual Linear(d, d) layers before its blocks: a candidate whose every

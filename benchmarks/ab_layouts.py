@@ -40,8 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import write_wider_gpt
-from power import rate, wilson  # benchmarks/power.py, beside this script
+from _common import rate, wilson, write_wider_gpt  # beside this script
 from scipy import stats as scipy_stats
 
 from benchgate.ab.round_plan import round_steps
@@ -56,7 +55,6 @@ LAYOUTS = ("interleaved", "sequential")
 # One-sided 5% test at 80% power, as the decision's MDE (ab/decision.py MDE_POWER): z_0.95 + z_0.80.
 Z_SUM = float(scipy_stats.norm.ppf(0.95) + scipy_stats.norm.ppf(0.80))
 BOOTSTRAP = 10_000
-
 
 
 def checkout(root: Path, extra: int) -> Side:

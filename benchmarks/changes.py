@@ -126,7 +126,7 @@ def check_alarms(args: argparse.Namespace) -> None:
     not without the newest), as `--check --new 1` reports it; beside it the old rule (any such regression
     in the newest 10 runs, re-tested every check). One check per history keeps the checks independent,
     so the Wilson interval holds."""
-    from power import wilson
+    from _common import wilson  # beside this script
 
     floor = floor_pct(5.0)  # tokens/s at the shipped tolerance
     rows = []

@@ -37,7 +37,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from power import RESULTS, _inject, base_config, rate
+from _common import RESULTS, base_config, inject_slowdown, rate  # beside this script
 
 from benchgate.ab.decision import decide, look_rounds, round_change
 from benchgate.ab.round_plan import round_steps
@@ -72,7 +72,7 @@ def ab_status(
         base, candidate = (pair[0], pair[1]) if rng.random() < 0.5 else (pair[1], pair[0])
         base, candidate = base[:steps], candidate[:steps]
         if change:
-            candidate = _inject(base, candidate, change, 1, rng)
+            candidate = inject_slowdown(base, candidate, change, 1, rng)
         changes.append(round_change(base, candidate))
         if len(changes) in looks:
             status = decide(
@@ -119,7 +119,7 @@ def cmd_creep(args: argparse.Namespace) -> None:
                     drawn = [rng.choice(sides[i]) for i in rng.sample(range(len(sides)), history_runs + 2)]
                     anchor, candidate, past = drawn[0], drawn[1], drawn[2:]
                     if change:
-                        candidate = _inject(anchor, candidate, change, 1, rng)
+                        candidate = inject_slowdown(anchor, candidate, change, 1, rng)
                     history = [{"mean_step_time_s": mean_step_time(run)} for run in past]
                     row = creep_check(1, _run(anchor), _run(candidate), history, tol, "the drawn anchor")
                     counts[row.status] += 1

@@ -41,7 +41,7 @@ from benchgate.kit import hac, stats
 from benchgate.kit.files import write_json
 
 sys.path.insert(0, str(Path(__file__).parent))
-from power import wilson  # beside this script
+from _common import wilson  # beside this script
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PHIS = (0.0, 0.5, 0.8)

@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _common import RESULTS, base_config, inject_slowdown, rate  # beside this script
+
 from benchgate.ab.decision import decide, round_change
 from benchgate.ab.runner import Side, run_ab, run_round
 from benchgate.checks.screen import screen
@@ -47,7 +49,6 @@ from benchgate.errors import BenchgateError
 from benchgate.kit.files import read_json, write_json
 from benchgate.measure.launch import run_bench
 
-RESULTS = Path(__file__).resolve().parent / "results"
 LAYERS = 100
 # Extra layers per level: k / LAYERS of the layer work (the measured change is reported beside it).
 LEVELS = {0: 0, 3: 3, 5: 5, 10: 10, 20: 20}
@@ -160,38 +161,11 @@ DECISION_LEVELS = {
 }
 
 
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion (95% by default)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def rate(successes: int, n: int) -> str:
-    low, high = wilson(successes, n)
-    return f"{successes}/{n} = {100 * successes / max(n, 1):.1f}% [{100 * low:.1f}, {100 * high:.1f}]"
-
-
 def checkout(root: Path, name: str, extra: int, layers: int = LAYERS) -> Side:
     directory = root / name
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "powerwork.py").write_text(WORKLOAD.format(layers=layers, extra=extra), encoding="utf-8")
     return Side(f"{name} (+{extra} layers)", None, (directory,))
-
-
-def base_config(root: Path, workload: str = "powerwork:make_workload", **gate: Any) -> RunConfig:
-    return load_config(
-        overrides={
-            "bench.workload": workload,
-            "bench.world_sizes": [1],
-            "gate.baseline_dir": root / "baselines",
-            "tracking.enabled": False,
-            **{f"gate.{k}": v for k, v in gate.items()},
-        }
-    )
 
 
 def _aa_rounds(
@@ -291,7 +265,7 @@ def cmd_record_pool(args: argparse.Namespace) -> None:
             )
 
 
-def _decision_side(root: Path, name: str, uniform: int, intermittent: int) -> Side:
+def decision_side(root: Path, name: str, uniform: int, intermittent: int) -> Side:
     directory = root / name
     directory.mkdir(parents=True, exist_ok=True)
     text = INTERMITTENT_WORKLOAD.format(layers=DECISION_LAYERS + uniform, extra=intermittent, every=5)
@@ -304,9 +278,9 @@ def cmd_decisions(args: argparse.Namespace) -> None:
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        base = _decision_side(root, "base", 0, 0)
+        base = decision_side(root, "base", 0, 0)
         sides = {
-            name: _decision_side(root, f"level{i}", *extra)
+            name: decision_side(root, f"level{i}", *extra)
             for i, (name, extra) in enumerate(DECISION_LEVELS.items())
         }
         config = base_config(root)
@@ -349,20 +323,6 @@ def cmd_decisions(args: argparse.Namespace) -> None:
             f"median {statistics.median(r['change_pct'] for r in rows):+.1f}%, time median "
             f"{statistics.median(r['seconds'] for r in rows):.0f} s, rounds {[r['rounds'] for r in rows]}"
         )
-
-
-def _inject(
-    base: list[float], cand: list[float], change: float, every: int, rng: random.Random
-) -> list[float]:
-    """The candidate's steps of a real A/A round made slower so that the round's tokens/s changes by
-    `change` (-0.1: -10%): every step alike (every=1), or only every `every`-th step, at a random phase."""
-    total = sum(cand)
-    extra = total / (1.0 + change) - total
-    if every == 1:
-        return [t * (1.0 + extra / total) for t in cand]
-    phase = rng.randrange(every)
-    hit = sum(cand[phase::every])
-    return [t * (1.0 + extra / hit) if i % every == phase else t for i, t in enumerate(cand)]
 
 
 # (tokens/s change, 1 = every step alike or k = one step in k)
@@ -445,7 +405,7 @@ def cmd_resample(args: argparse.Namespace) -> None:
                 while True:
                     r = rng.choice(pool)
                     a, b = r["base_step_s"][:steps], r["candidate_step_s"][:steps]
-                    seq.append(round_change(a, _inject(a, b, change, every, rng) if change else b))
+                    seq.append(round_change(a, inject_slowdown(a, b, change, every, rng) if change else b))
                     decision = decide(
                         seq, tol.throughput_drop_pct, tol.confidence, ab.min_rounds, ab.max_rounds
                     )

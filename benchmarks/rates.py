@@ -78,7 +78,8 @@ TARGETS = {
 COVERAGE_TARGET = 0.90
 DEFAULT_POOLS = (
     "pool-stack70.json:on,pool-stack70.json:off,pool-stack350.json:on,aa-rounds.json,"
-    "pool-quiet-2026-11-28.json:on,pool-loaded-2026-11-28.json:on"
+    "pool-quiet-2026-11-28.json:on,pool-loaded-2026-11-28.json:on,pool-quiet-100-2026-11-28.json:on,"
+    "pool-hog-2026-11-28.json:on"
 )
 
 
@@ -303,6 +304,7 @@ def main() -> None:
     parser.add_argument("--sd", default="1,2,3,4.6,6", help="round sd bins, percent ('' for none)")
     parser.add_argument("--seed", type=int, default=20261128)
     parser.add_argument("--out", default="rates-2026-11-28.json")
+    parser.add_argument("--max-rounds", type=int, help="gate.ab.max_rounds (default: the gate's)")
     args = parser.parse_args()
     for name in ("outer", "inner", "point"):
         if getattr(args, name) < 1:
@@ -312,7 +314,7 @@ def main() -> None:
         gate.tolerances.throughput_drop_pct,
         gate.tolerances.confidence,
         gate.ab.min_rounds,
-        gate.ab.max_rounds,
+        args.max_rounds or gate.ab.max_rounds,
         gate.ab.steps,
         gate.ab.min_measured_s,
     )

@@ -24,7 +24,7 @@ from benchgate.ab.rare import count_capped
 from benchgate.kit.files import read_json, write_json
 
 sys.path.insert(0, str(Path(__file__).parent))
-from power import RESULTS, rate  # beside this script
+from _common import RESULTS, rate  # beside this script
 
 TOLERANCE, CONFIDENCE, MIN_ROUNDS, MAX_ROUNDS = 5.0, 0.95, 4, 27
 STALL_X, STALL_EVERY = 60.0, 400

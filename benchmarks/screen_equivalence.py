@@ -27,7 +27,7 @@ from benchgate.config import Tolerances
 from benchgate.kit.files import read_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from power import RESULTS, rate
+from _common import RESULTS, rate  # beside this script
 
 SHIFTS = (0.0, -3.0, -5.0, -7.5, -10.0, -20.0)
 

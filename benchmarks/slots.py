@@ -9,6 +9,10 @@ change by which side launched first, and over all rounds (the slot effect that r
 
     python benchmarks/slots.py pools
     python benchmarks/slots.py rounds [--rounds 40] [--layers 100] [--steps 90]
+    python benchmarks/slots.py recorded [--pools pool-quiet-100-2026-11-28.json,...]
+
+`recorded` does the same analysis as `rounds` on pools of `power.py record-pool` recorded with the first
+launch drawn per round (their rounds carry `base_launched_first`).
 
 Changes are the round figure (ab/decision.round_change) in percent, candidate's tokens/s against the
 base's: negative where the candidate's slot is slower. Intervals are t 95% over rounds; results go to
@@ -32,7 +36,8 @@ from benchgate.ab.runner import run_round
 from benchgate.kit.files import read_json, write_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from power import base_config, checkout
+from _common import base_config  # beside this script
+from power import checkout
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -64,7 +69,7 @@ def recorded_sets() -> dict[str, list[float]]:
     sets: dict[str, list[float]] = {}
     for path in sorted([*RESULTS.glob("pool-*.json"), RESULTS / "aa-rounds.json"]):
         for r in read_json(path).get("rounds", []):
-            if "change_log" in r:
+            if "change_log" in r and "base_launched_first" not in r:  # recorded before the draw
                 sets.setdefault(f"{path.stem} pin {r.get('pin', 'on')}", []).append(float(r["change_log"]))
     return sets
 
@@ -113,16 +118,34 @@ def cmd_rounds(args: argparse.Namespace) -> dict[str, Any]:
                 f"{100 * math.expm1(figures['change_log']):+.2f}% ({time.monotonic() - started:.1f} s)",
                 flush=True,
             )
+    report: dict[str, Any] = {"layers": args.layers, "steps": args.steps, "rounds": rounds}
+    return {"new_rounds": {**report, **by_launch_order(rounds)}}
+
+
+def by_launch_order(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The mean change of rounds by which side launched first, and over all of them."""
     by_first = {
         name: [r["change_log"] for r in rounds if r["base_launched_first"] == flag]
         for name, flag in (("base launched first", True), ("candidate launched first", False))
     }
-    report: dict[str, Any] = {"layers": args.layers, "steps": args.steps, "rounds": rounds}
+    report: dict[str, Any] = {}
     for name, changes in [*by_first.items(), ("all rounds", [r["change_log"] for r in rounds])]:
         if len(changes) > 1:
             report[name] = summary(changes)
             print(line(name, report[name]))
-    return {"new_rounds": report}
+    return report
+
+
+def cmd_recorded(args: argparse.Namespace) -> dict[str, Any]:
+    """Pools recorded with the first launch drawn per round (power.py record-pool since v3), together."""
+    rounds = [
+        r
+        for name in args.pools.split(",")
+        for r in read_json(RESULTS / name)["rounds"]
+        if "base_launched_first" in r and r.get("pin", "on") == "on"
+    ]
+    print(f"{len(rounds)} pinned A/A rounds of {args.pools}")
+    return {"recorded_with_drawn_order": {"pools": args.pools, **by_launch_order(rounds)}}
 
 
 def main() -> None:
@@ -137,8 +160,11 @@ def main() -> None:
     rounds.add_argument("--steps", type=int, default=90)
     rounds.add_argument("--seed", type=int, default=1)
     rounds.add_argument("--out", default="slots.json", help="under benchmarks/results")
+    recorded = sub.add_parser("recorded")
+    recorded.add_argument("--pools", default="pool-quiet-100-2026-11-28.json,pool-hog-2026-11-28.json")
     args = parser.parse_args()
-    result = cmd_pools(args) if args.command == "pools" else cmd_rounds(args)
+    commands = {"pools": cmd_pools, "rounds": cmd_rounds, "recorded": cmd_recorded}
+    result = commands[args.command](args)
     path = RESULTS / args.out if args.command == "rounds" else RESULTS / "slots.json"
     saved = read_json(path) if path.is_file() else {}
     write_json(path, {**saved, **result})

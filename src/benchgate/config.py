@@ -327,8 +327,9 @@ class ABConfig(_Model):
         600.0,
         gt=0,
         le=MAX_SECONDS,
-        description="Budget: wall time per world size and run; no round starts that would end after it "
-        "(UNKNOWN, resumable with `benchgate run --resume`).",
+        description="Budget: wall time per world size and run; no round starts that would end after it. "
+        "Where it ends before max_rounds, the rounds so far take the last look (UNKNOWN only where that "
+        "look cannot decide; resumable with `benchgate run --resume`).",
     )
 
     @field_validator("max_rounds")

@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 from mlflow.entities import Metric, Run, RunData, RunInfo, RunTag
 
+from benchgate.ab.decision import decide_rounds, look_rounds
 from benchgate.ab.rows import apply_ab, apply_ab_scaling
 from benchgate.ab.stage import fingerprints_unseen_by_ab, stored_baseline
 from benchgate.checks import scaling
@@ -230,6 +231,21 @@ def test_the_looks_recomputed_from_the_saved_rounds_end_in_the_ab_decision(
     assert (last.change_pct, last.ci_low_pct, last.ci_high_pct) == pytest.approx(
         (decision["change_pct"], decision["ci_low_pct"], decision["ci_high_pct"])
     )
+
+
+def test_a_last_look_the_time_budget_called_between_planned_looks_ends_the_looks(tmp_path: Path) -> None:
+    outcome = read_json(AB_RUN / "same" / "ab" / "ws1" / "ab.json")
+    gate = run_config(tmp_path, "same").gate
+    tol, ab = gate.tolerances, gate.ab
+    assert look_rounds(ab.min_rounds, ab.max_rounds)[:3] == [3, 5, 8]
+    rounds = outcome["rounds"][:7]  # the time budget ended after round 7, between the looks at 5 and 8
+    decision = decide_rounds(
+        rounds, tol.throughput_drop_pct, tol.confidence, ab.min_rounds, ab.max_rounds, out_of_time=True
+    )
+    looks = ab_looks({**outcome, "rounds": rounds, "decision": decision.to_dict()}, gate)
+    assert [look.rounds for look in looks] == [3, 5, 7]
+    assert looks[-1].status == decision.status != "CONTINUE"
+    assert "gate.ab.max_seconds" in decision.reason
 
 
 def test_the_report_shows_the_ab_rounds_looks_decision_and_both_sides_steps(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from benchgate.ab.decision import decide, decide_rounds, round_diagnostics
 from benchgate.ab.error_rates import verdict_rates
-from benchgate.ab.levels import INDIFFERENCE, ROUND_SHAPES, look_bounds, spent
+from benchgate.ab.levels import INDIFFERENCE, ROUND_SHAPES, final_bound, look_bounds, spent
 from benchgate.ab.rare import CappedSteps, binomial_upper_tail, capped_over, uncapped_changes
 from benchgate.checks import scaling
 
@@ -73,15 +73,47 @@ def test_the_last_look_decides_by_the_estimate_inside_the_zone_and_holds_errors_
     assert d.status == "PASS" and "last look" in d.reason
     below = [LIMIT - 0.004 + 0.01 * (-1) ** i for i in range(27)]
     assert decide(below, TOL, CONF, 4, 27).status == "FAIL"
-    # Too noisy for the zone: UNKNOWN still; and the time budget ending before the last look: UNKNOWN.
+    # Too noisy for the zone: UNKNOWN still; the time budget ending first makes its own last look.
     noisy = [LIMIT + 0.004 + 0.2 * (-1) ** i for i in range(27)]
     assert decide(noisy, TOL, CONF, 4, 27).status == "UNKNOWN"
-    assert decide(near[:14], TOL, CONF, 4, 27, out_of_time=True).status == "UNKNOWN"
+    assert decide(near[:14], TOL, CONF, 4, 27, out_of_time=True).status == "PASS"
+    assert decide(noisy[:14], TOL, CONF, 4, 27, out_of_time=True).status == "UNKNOWN"
     # Outside the zone the error is held whatever the noise: noise 4x the tolerance, true change at
     # the zone's edges.
     fails = _run(LIMIT + ZONE, 0.2, 1500, seed=1).count("FAIL") / 1500
     passes = _run(LIMIT - ZONE, 0.2, 1500, seed=2).count("PASS") / 1500
     assert fails <= 1 - CONF + 0.015 and passes <= 1 - CONF + 0.015
+
+
+def test_a_last_look_where_the_time_budget_ends_spends_only_what_the_planned_looks_left() -> None:
+    planned = look_bounds(CONF, 4, 27)
+    # At a planned look the time budget's last look has that look's bound.
+    assert final_bound(CONF, 4, 27, 9) == planned[2]
+    # Between looks 6 and 9: all of spent(7), so at most spent(7) - spent(6) more than the looks before.
+    at_7 = final_bound(CONF, 4, 27, 7)
+    assert at_7.spent == pytest.approx(spent(7, 1 - CONF, 4))
+    assert planned[1].spent < at_7.spent < planned[2].spent
+
+
+@pytest.mark.parametrize("horizon", [5, 7, 11, 17])
+def test_errors_outside_the_zone_hold_whatever_round_the_time_budget_ends_at(horizon: int) -> None:
+    """decide() after every round as the runner calls it, the budget ending after `horizon` rounds: a
+    true change at the zone's edges FAILs (or PASSes) at most 1 - confidence of the time."""
+
+    def run(change: float, seed: int) -> list[str]:
+        rng, out = random.Random(seed), []
+        for _ in range(1500):
+            changes: list[float] = []
+            while True:
+                changes.append(change + 0.05 * rng.choice(ROUND_SHAPES))
+                status = decide(changes, TOL, CONF, 4, 27, len(changes) >= horizon).status
+                if status != "CONTINUE":
+                    break
+            out.append(status)
+        return out
+
+    assert run(LIMIT + ZONE, seed=horizon).count("FAIL") / 1500 <= 1 - CONF + 0.015
+    assert run(LIMIT - ZONE, seed=horizon + 1).count("PASS") / 1500 <= 1 - CONF + 0.015
 
 
 def test_at_this_hosts_loaded_round_sd_a_three_percent_change_is_rarely_unknown() -> None:

@@ -51,19 +51,21 @@ def test_ab_recorded_rounds_of_a_real_slowdown_fail() -> None:
     assert decision.ci_high_pct is not None and decision.ci_high_pct < -TOL
 
 
-def test_ab_budget_of_time_ends_in_unknown_not_a_guess() -> None:
-    decision = decide(rounds(-5, 1, 5), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS, out_of_time=True)
-    assert decision.status == "UNKNOWN"
-    assert "time budget" in decision.reason
-    # Out of time between looks, no look is taken, however clear the rounds seem: an unplanned look
-    # would spend error budget the calibrated level does not have (the run can be resumed instead).
+def test_the_end_of_the_time_budget_is_a_last_look_and_unknown_only_where_it_cannot_decide() -> None:
+    # Out of time between planned looks (round 5), the rounds take a last look spending what looks 4 left:
+    # a clear slowdown FAILs instead of waiting for a resume.
     between = decide(rounds(-20, 1, 5), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS, out_of_time=True)
-    assert between.status == "UNKNOWN" and "time budget" in between.reason
-    # At a planned look a clear answer is not thrown away; an unclear one is UNKNOWN for the budget.
-    assert decide(rounds(-20, 1, 6), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS, out_of_time=True).status == "FAIL"
-    at_look = decide(rounds(-5, 1, 6), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS, out_of_time=True)
-    assert at_look.status == "UNKNOWN" and "time budget" in at_look.reason
-    assert decide(rounds(-5, 1, 1), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS, out_of_time=True).status == "UNKNOWN"
+    assert between.status == "FAIL" and "time budget's last look" in between.reason
+    # Near the tolerance, the interval within the indifference zone: decided by the estimate, as at the
+    # last planned look.
+    near = decide(rounds(-4, 0.5, 7, seed=2), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS, out_of_time=True)
+    assert near.status == "PASS" and "last look" in near.reason and "gate.ab.max_seconds" in near.reason
+    # Too noisy for the zone: UNKNOWN, naming the time budget (resumable).
+    noisy = decide(rounds(-5, 6, 6), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS, out_of_time=True)
+    assert noisy.status == "UNKNOWN" and "time budget" in noisy.reason
+    # Fewer rounds than the first look needs: UNKNOWN, naming gate.ab.min_rounds.
+    short = decide(rounds(-20, 1, 3), TOL, CONF, MIN_ROUNDS, MAX_ROUNDS, out_of_time=True)
+    assert short.status == "UNKNOWN" and "gate.ab.min_rounds" in short.reason
 
 
 def test_ab_reports_the_interval_and_minimum_detectable_effect() -> None:

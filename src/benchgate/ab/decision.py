@@ -30,8 +30,11 @@ is above and the lower bound above -tolerance - zone; UNKNOWN only when the inte
 zone. So a change near the tolerance gets an answer rather than UNKNOWN, and its error is controlled
 outside the zone: a true change of -(T - zone) FAILs, and one of -(T + zone) PASSes, with probability
 at most 1 - confidence over all looks, whatever the noise (each last-look event, shifted by the zone,
-lies inside the same look's event at the tolerance). Inside the zone either answer may come. The time
-budget running out between looks, or at a look short of max_rounds, stays UNKNOWN (resumable).
+lies inside the same look's event at the tolerance). Inside the zone either answer may come. When the
+time budget (gate.ab.max_seconds) leaves no room for another round, the rounds so far take that last
+look, with the zone, spending what the planned looks before them left (levels.final_bound): a loaded
+host that fits fewer rounds gets an answer, not an UNKNOWN, and the same error control outside the
+zone. UNKNOWN remains where the interval is wider than the zone, or fewer than min_rounds fit.
 
 The bounds are thresholds on the t statistic, one per look and side, spending one error budget over the
 rounds and calibrated on studentised real rounds (ab/levels.py): the bounds of a look do not depend on
@@ -53,7 +56,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from benchgate.ab.levels import INDIFFERENCE, LookBound, bound_at
+from benchgate.ab.levels import INDIFFERENCE, LookBound, bound_at, final_bound
 from benchgate.ab.levels import look_rounds as look_rounds  # the schedule, importable from here as before
 from benchgate.ab.rare import CappedSteps, capped_over, uncapped_change, uncapped_changes
 from benchgate.kit import stats
@@ -163,7 +166,8 @@ def rule_text(tolerance_pct: float, confidence: float, min_rounds: int, max_roun
         f"after rounds {', '.join(map(str, looks))}, one {1 - confidence:.0%} error budget spent over them "
         f"(calibrated on real rounds); at the last, by the estimate where the interval lies within "
         f"+-{zone:.2g} pts of -{tolerance_pct:g}% (errors held outside that zone), else UNKNOWN; no PASS "
-        f"while the candidate has significantly more capped stalls; UNKNOWN when the time budget ends"
+        f"while the candidate has significantly more capped stalls; where the time budget ends first, a last "
+        f"look there"
     )
 
 
@@ -234,10 +238,12 @@ def decide(
     )
     estimate = _pct(statistics.fmean(changes)) if changes else None
     bound = bound_at(confidence, min_rounds, max_rounds, n) if n >= min_rounds else None
+    if out_of_time and n >= min_rounds:
+        bound = final_bound(confidence, min_rounds, max_rounds, n)
     if bound is None:
         if n >= max_rounds or out_of_time:
             why = (
-                "the time budget ran out between looks (gate.ab.max_seconds)"
+                f"the time budget ran out before gate.ab.min_rounds ({min_rounds}) (gate.ab.max_seconds)"
                 if out_of_time
                 else f"past gate.ab.max_rounds ({max_rounds}) between looks"
             )
@@ -247,7 +253,7 @@ def decide(
         return ABDecision(
             "CONTINUE", n, estimate, None, None, None, None, None, f"{n} rounds, no look yet", *extra
         )
-    last = n >= max_rounds
+    last = n >= max_rounds or out_of_time
     judged = _judge(changes, limit, bound, last)
     status, reason = _status(judged, tolerance_pct, limit, last)
     if steps.significant and status != "FAIL":
@@ -259,14 +265,16 @@ def decide(
         reason += f" ({steps.text()})"
     elif steps.lopsided and status == "PASS" and not last:
         status, reason = None, f"no PASS yet: {steps.text()}, more rounds"
+    if out_of_time and n < max_rounds and status is not None:
+        reason += f" (the time budget's last look, gate.ab.max_seconds, after {n} rounds)"
     if status is None:
-        if last:
-            status, reason = "UNKNOWN", f"undecided after {n} rounds (gate.ab.max_rounds): {reason}"
-        elif out_of_time:
+        if out_of_time and n < max_rounds:
             status = "UNKNOWN"
             reason = (
                 f"undecided after {n} rounds when the time budget ran out (gate.ab.max_seconds): {reason}"
             )
+        elif last:
+            status, reason = "UNKNOWN", f"undecided after {n} rounds (gate.ab.max_rounds): {reason}"
         else:
             status, reason = "CONTINUE", f"undecided after {n} rounds: {reason}"
     # The smallest true slowdown whose upper bound would fall below -tolerance with MDE_POWER probability.

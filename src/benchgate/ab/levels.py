@@ -9,10 +9,10 @@ of the error budget alpha = 1 - confidence on each side (FAIL and PASS apart): 4
 and 82% by round 27 with the defaults, the rest never, whatever max_rounds says. So the bounds of the
 first looks do not depend on max_rounds, and a resume with a larger max_rounds keeps spending the same
 budget where the earlier run stopped: its looks after round M0 spend only spent(M1) - spent(M0) more.
-The one look the earlier run took at its own max_rounds M0 (off the 1.5x schedule) is the only extra
-spend, at most spent(M0) - spent(the look before it); the total stays under alpha for any resume up to
-(SPEND_SHAPE * min_rounds / that extra) rounds (about 4 times the default max_rounds, measured in
-tests/unit/test_rule_v3.py).
+The one look the earlier run took at its own max_rounds M0, or where its time budget ended it (off the
+1.5x schedule: final_bound), is the only extra spend, at most spent(M0) - spent(the look before it);
+the total stays under alpha for any resume up to (SPEND_SHAPE * min_rounds / that extra) rounds
+(about 4 times the default max_rounds, measured in tests/unit/test_rule_v3.py).
 
 Calibration. Each look's bound is a threshold on the t statistic (mean - limit) / (sd / sqrt(n)), set
 so that sequences of rounds drawn from ROUND_SHAPES, whose true change is exactly the limit, first cross
@@ -91,6 +91,14 @@ def look_bounds(confidence: float, min_rounds: int, max_rounds: int) -> tuple[Lo
 def bound_at(confidence: float, min_rounds: int, max_rounds: int, rounds: int) -> LookBound | None:
     """The bound of the look at `rounds`, or None when no look falls there."""
     return _by_rounds(confidence, min_rounds, max_rounds).get(rounds)
+
+
+def final_bound(confidence: float, min_rounds: int, max_rounds: int, rounds: int) -> LookBound:
+    """The bound of a last look taken at `rounds` because the time budget ends there: the planned looks
+    before it, then this one, which spends spent(rounds) less what those spent. At a planned look it is
+    that look's bound (the first draws and the spending do not depend on the schedule's end)."""
+    earlier = tuple(n for n in look_rounds(min_rounds, max_rounds) if n < rounds)
+    return bounds_at(confidence, min_rounds, (*earlier, rounds))[-1]
 
 
 @functools.lru_cache(maxsize=64)

@@ -73,7 +73,8 @@ class ABReport:
 
 
 def ab_looks(outcome: dict[str, Any], gate: GateConfig) -> list[Look]:
-    """The looks the A/B took over its saved rounds, as ab/decision.decide_rounds judged each."""
+    """The looks the A/B took over its saved rounds, as ab/decision.decide_rounds judged each, and the
+    last look the time budget called between planned ones (the saved decision, as the runner took it)."""
     ab, tol = gate.ab, gate.tolerances
     rounds = outcome["rounds"]
     looks = []
@@ -82,6 +83,14 @@ def ab_looks(outcome: dict[str, Any], gate: GateConfig) -> list[Look]:
             break
         d = decide_rounds(rounds[:n], tol.throughput_drop_pct, tol.confidence, ab.min_rounds, ab.max_rounds)
         looks.append(Look(n, d.status, d.change_pct, d.ci_low_pct, d.ci_high_pct))
+    final = outcome.get("decision") or {}
+    called = final.get("rounds") == len(rounds) and final.get("status") not in (None, "CONTINUE")
+    if called and looks and looks[-1].rounds == len(rounds) and looks[-1].status == "CONTINUE":
+        looks.pop()  # a planned look that the time budget made the last: decided as the runner did
+    if rounds and called and not (looks and looks[-1].rounds == len(rounds)):
+        looks.append(
+            Look(len(rounds), final["status"], final["change_pct"], final["ci_low_pct"], final["ci_high_pct"])
+        )
     return looks
 
 

@@ -11,8 +11,9 @@ Words used throughout, one meaning each:
 - a **launch** is starting torchrun for one world size (measure/launch.py).
 
 The folders follow the run, each importing only the ones below it (checked by `make lint`):
-kit, results, config < workloads < store < tracking < measure < checks < ab < publish < kfp <
-history < controller < cli. docs/architecture.md draws it.
+errors, _version < config_types, kit < config < results < workloads, data < store < tracking <
+measure < checks < ab < history < publish < suite < kfp < ranges < controller < cli.
+docs/architecture.md draws it.
 
 Names are imported on first use (PEP 562), so a light pipeline task such as the gate does not pay for
 importing torch it never touches.
@@ -23,15 +24,17 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from benchgate._version import __version__
+from benchgate._version import __version__ as __version__
 
+# The public API, each name mapped to the module that defines it: the one list. `__all__` is derived from
+# it, and the TYPE_CHECKING imports below must name the same (tests/unit/test_public_api.py checks both).
 _EXPORTS = {
     "BadInputError": "benchgate.errors",
     "BaselineError": "benchgate.errors",
     "BenchgateError": "benchgate.errors",
     "Bundle": "benchgate.results.bundle",
-    "Check": "benchgate.checks.compare",
-    "Comparison": "benchgate.checks.compare",
+    "Check": "benchgate.results.comparison",
+    "Comparison": "benchgate.results.comparison",
     "ConfigError": "benchgate.errors",
     "FlopsPerToken": "benchgate.workloads.base",
     "GateOutcome": "benchgate.kfp.local_run",
@@ -48,22 +51,31 @@ _EXPORTS = {
     "run_gate": "benchgate.kfp.local_run",
 }
 
+__all__ = ["__version__", *_EXPORTS]
+
+# For type checkers only (at run time the names are imported on first use, by __getattr__). `X as X`
+# marks each as re-exported, as __all__ above is not a literal a checker reads.
 if TYPE_CHECKING:
-    from benchgate.checks.compare import compare
-    from benchgate.config import RunConfig, load_config
-    from benchgate.errors import (
-        BadInputError,
-        BaselineError,
-        BenchgateError,
-        ConfigError,
-        RunFailedError,
-        WorkloadError,
-    )
-    from benchgate.kfp.local_run import GateOutcome, run_gate
-    from benchgate.measure.env import capture_environment, machine_profile
-    from benchgate.results.bundle import Bundle, load_bundle
-    from benchgate.results.comparison import Check, Comparison
-    from benchgate.workloads.base import FlopsPerToken, Workload, load_workload
+    from benchgate.checks.compare import compare as compare
+    from benchgate.config import RunConfig as RunConfig
+    from benchgate.config import load_config as load_config
+    from benchgate.errors import BadInputError as BadInputError
+    from benchgate.errors import BaselineError as BaselineError
+    from benchgate.errors import BenchgateError as BenchgateError
+    from benchgate.errors import ConfigError as ConfigError
+    from benchgate.errors import RunFailedError as RunFailedError
+    from benchgate.errors import WorkloadError as WorkloadError
+    from benchgate.kfp.local_run import GateOutcome as GateOutcome
+    from benchgate.kfp.local_run import run_gate as run_gate
+    from benchgate.measure.env import capture_environment as capture_environment
+    from benchgate.measure.env import machine_profile as machine_profile
+    from benchgate.results.bundle import Bundle as Bundle
+    from benchgate.results.bundle import load_bundle as load_bundle
+    from benchgate.results.comparison import Check as Check
+    from benchgate.results.comparison import Comparison as Comparison
+    from benchgate.workloads.base import FlopsPerToken as FlopsPerToken
+    from benchgate.workloads.base import Workload as Workload
+    from benchgate.workloads.base import load_workload as load_workload
 
 
 def __getattr__(name: str) -> Any:
@@ -73,29 +85,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*_EXPORTS, "__version__"])
-
-
-__all__ = [
-    "BadInputError",
-    "BaselineError",
-    "BenchgateError",
-    "Bundle",
-    "Check",
-    "Comparison",
-    "ConfigError",
-    "FlopsPerToken",
-    "GateOutcome",
-    "RunConfig",
-    "RunFailedError",
-    "Workload",
-    "WorkloadError",
-    "__version__",
-    "capture_environment",
-    "compare",
-    "load_bundle",
-    "load_config",
-    "load_workload",
-    "machine_profile",
-    "run_gate",
-]
+    return sorted(__all__)

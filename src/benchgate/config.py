@@ -390,6 +390,13 @@ class TrackingConfig(_Model):
 
 
 class RunConfig(_Model):
+    """The whole configuration of one gate run, as the config file, the CLI flags and the pipeline carry it.
+
+    One section per stage (`bench`, `eval`, `trace`, `gate` with its tolerances, `tracking`) and `out`,
+    the run's result directory; every field has a default. Frozen, and unknown keys are refused; build
+    one with `load_config`, which turns a bad value into a ConfigError (exit 2) naming the dotted field.
+    """
+
     bench: BenchConfig = Field(default_factory=BenchConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     trace: TraceConfig = Field(default_factory=TraceConfig)

@@ -26,10 +26,22 @@ EXIT_TOO_NOISY = 5
 
 
 class BenchgateError(Exception):
+    """The base of every error benchgate raises for a user; the CLI exits with its `exit_code`.
+
+    `exit_code` is 3 (EXIT_RUN_FAILED) unless a subclass says otherwise: 2 (EXIT_BAD_INPUT) for
+    BadInputError and its subclasses. The message names the field, rank or file and the offending value.
+    Exit codes 1 and 4 are verdicts (FAIL, UNKNOWN: `Comparison.exit_code`), never errors.
+    """
+
     exit_code = EXIT_RUN_FAILED
 
 
 class BadInputError(BenchgateError):
+    """What the user passed is wrong, and changing it fixes the run: exit 2 (EXIT_BAD_INPUT).
+
+    Its subclasses say what was wrong: ConfigError, WorkloadError, BaselineError, SpoolEntryError.
+    """
+
     exit_code = EXIT_BAD_INPUT
 
 

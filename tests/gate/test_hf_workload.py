@@ -22,7 +22,8 @@ from benchgate.kfp.task_harness import ERROR_FILE
 from benchgate.kfp.tasks import env_task
 from benchgate.kit.files import read_json
 from benchgate.measure.evaluate import deterministic_torch, train_on_shard
-from benchgate.workloads.base import MAX_NAME_LENGTH, NAME_PATTERN, check_logits, load_workload
+from benchgate.workloads.base import load_workload
+from benchgate.workloads.contract import MAX_NAME_LENGTH, NAME_PATTERN, check_logits
 from benchgate.workloads.hf import make_workload, parse_spec, workload_name
 from benchgate.workloads.shard import load_shard
 from benchgate.workloads.training import check_training_step

@@ -19,7 +19,7 @@ from operator_harness import (  # cluster, fake_kfp, kmock_options: fixtures
 )
 
 from benchgate.controller.access import GROUP, VERSION
-from benchgate.controller.policy import Policy
+from benchgate.controller.admin_policy import Policy
 from benchgate.controller.resources import Toleration
 from benchgate.controller.schedule import SCHEDULE_LABEL
 

@@ -27,7 +27,7 @@ from benchgate.controller.resources import (
 )
 from benchgate.controller.schedule import check_schedule, run_manifest
 from benchgate.errors import ConfigError
-from benchgate.kfp.submit import pipeline_parameter_names
+from benchgate.kfp.run_request import pipeline_parameter_names
 
 SAMPLES = REPO / "operator" / "samples"
 CRDS = REPO / "charts" / "benchgate" / "files" / "crds"

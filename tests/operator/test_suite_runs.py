@@ -27,7 +27,7 @@ from benchgate.controller.resources import (
 )
 from benchgate.controller.schedule import run_manifest as schedule_run
 from benchgate.errors import ConfigError
-from benchgate.kfp.submit import pipeline_parameter_names
+from benchgate.kfp.run_request import pipeline_parameter_names
 from benchgate.tracking import client as tracking
 from benchgate.tracking.suite_record import log_suite
 from benchgate.tracking.suite_runs import mark_suite_run

@@ -21,16 +21,14 @@ import pytest
 from benchgate.errors import ConfigError
 from benchgate.kfp.api import Connection, KfpApi, attempt_number, connection_from_env
 from benchgate.kfp.params import MULTI_NODE_PARAMETERS
-from benchgate.kfp.submit import (
-    SubmitOutcome,
+from benchgate.kfp.run_request import (
     attempt_name,
     build_arguments,
     exit_code_for,
-    load_package,
     pipeline_parameter_names,
     run_name_for,
-    submit,
 )
+from benchgate.kfp.submit import SubmitOutcome, load_package, submit
 from fake_kfp_server import FakeKfp, Scenario, serve
 
 REPO = Path(__file__).resolve().parents[2]
@@ -543,7 +541,7 @@ def test_the_attempt_names_are_the_same_in_every_process() -> None:
     }
     here = [attempt_name(run_name_for(arguments), n) for n in (1, 2, 3)]
     code = (
-        "import json, sys; from benchgate.kfp.submit import attempt_name, run_name_for; "
+        "import json, sys; from benchgate.kfp.run_request import attempt_name, run_name_for; "
         "a = json.loads(sys.argv[1]); a = dict(reversed(list(a.items()))); "
         "print(json.dumps([attempt_name(run_name_for(a), n) for n in (1, 2, 3)]))"
     )

@@ -249,7 +249,7 @@ def test_submit_checks_its_arguments_against_the_pipelines_defaults() -> None:
 
 def test_the_controller_refuses_a_run_spec_the_runner_cannot_run() -> None:
     from benchgate.controller.resources import BenchmarkRunSpec, parse_spec, pipeline_arguments
-    from benchgate.kfp.submit import pipeline_parameter_names
+    from benchgate.kfp.run_request import pipeline_parameter_names
 
     spec = {"commit": "a" * 40, "repository": "https://example.com/x.git", "steps": 2}
     # The CRD's schema and the controller's model share the runner's minimum (3 steps).

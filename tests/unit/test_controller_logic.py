@@ -29,7 +29,7 @@ from benchgate.controller.resources import (
 )
 from benchgate.controller.settings import settings_from_env
 from benchgate.errors import ConfigError
-from benchgate.kfp.submit import pipeline_parameter_names
+from benchgate.kfp.run_request import pipeline_parameter_names
 from benchgate.measure.source import MAX_BRANCH_LENGTH, validate_branch, validate_repository
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ from benchgate.controller import schedule as sched
 from benchgate.controller import status as st
 from benchgate.controller.planning import REFUSED, Ending, Outcome, Submission
 from benchgate.controller.spec_edits import spec_changed
-from benchgate.kfp.submit import pipeline_parameter_names
+from benchgate.kfp.run_request import pipeline_parameter_names
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 STAMP = "2026-11-22T12:00:00Z"

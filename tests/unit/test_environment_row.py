@@ -3,7 +3,7 @@ code, the setup's change is measured in an environment row of its own (INFO, WAR
 slower than the tolerance), and such a PASS on main is promoted, so no UNKNOWN waits for a person.
 
 The A/B outcomes are real ab.json dicts written by ab/runner.run_ab over stand-in benches (metrics
-files of jittered 20 ms steps, as test_verdict_v2's); the runs are test_compare's bundles with the
+files of jittered 20 ms steps, as test_timing_decisions's); the runs are test_compare's bundles with the
 bench's "loaded" record and the env stage's fingerprints, as measure/bench.py and measure/stage.py write
 them.
 """

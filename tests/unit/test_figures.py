@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from benchgate.config import BenchConfig
 from benchgate.kit.files import read_json
 from benchgate.measure.launch import run_bench
 from benchgate.results.bundle import Bundle
@@ -139,17 +138,12 @@ def test_mean_figures_are_the_capped_mean_step_time_and_it_over_the_mean_referen
 def real_metrics(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """metrics-ws1.json as `torchrun -m benchgate.measure.bench` writes it on this host (sleepy, 8 steps)."""
     tmp_path = tmp_path_factory.mktemp("real-bench")
-    bench_section: dict[str, Any] = {"steps": 8, "warmup": 1}
-    if "peak_tflops" in BenchConfig.model_fields:
-        bench_section["peak_tflops"] = TEST_PEAK_TFLOPS
-    config = make_config(tmp_path, bench=bench_section)
+    config = make_config(tmp_path, bench={"steps": 8, "warmup": 1, "peak_tflops": TEST_PEAK_TFLOPS})
     return dict(read_json(run_bench(config, 1, tmp_path / "out")))
 
 
 @pytest.mark.slow
 def test_real_bench_mfu_is_logged_as_percent(real_metrics: dict[str, Any]) -> None:
-    if "peak_tflops" not in BenchConfig.model_fields:
-        pytest.skip("bench.peak_tflops is not in BenchConfig yet: a CPU bench writes no MFU without a peak")
     file_mfu = real_metrics["mfu"]
     assert file_mfu["dense_6n"] is not None and file_mfu["attention_aware"] is not None, (
         f"bench.peak_tflops={TEST_PEAK_TFLOPS} was set but the bench wrote no MFU: {file_mfu}"

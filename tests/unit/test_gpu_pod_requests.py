@@ -26,7 +26,7 @@ from benchgate.controller.resources import (
 from benchgate.errors import ConfigError
 from benchgate.kfp.params import CPU_QUANTITY_PATTERN, MEMORY_QUANTITY_PATTERN, request_parameter
 from benchgate.kfp.pipeline import cluster_pipeline
-from benchgate.kfp.submit import build_arguments, pipeline_parameter_names
+from benchgate.kfp.run_request import build_arguments, pipeline_parameter_names
 
 REPO = Path(__file__).resolve().parents[2]
 CRD = REPO / "charts" / "benchgate" / "files" / "crds" / "benchmarkruns.benchgate.dev.yaml"

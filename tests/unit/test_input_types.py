@@ -27,10 +27,10 @@ from benchgate.config_types import Bool, Float, Int
 from benchgate.errors import ConfigError
 from benchgate.kfp.params import config_from_parameters, parameters_from_config
 from benchgate.kfp.pipeline import validate_pipeline_arguments
-from benchgate.kfp.submit import build_arguments, pipeline_parameter_names
+from benchgate.kfp.run_request import build_arguments, pipeline_parameter_names
 from benchgate.publish.policy import held_back
 from benchgate.results.bundle import Bundle
-from benchgate.workloads.base import missing_eval_hook
+from benchgate.workloads.contract import missing_eval_hook
 
 REPO = Path(__file__).resolve().parents[2]
 SHA = "0123456789abcdef0123456789abcdef01234567"

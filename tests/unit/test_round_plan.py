@@ -21,7 +21,7 @@ from benchgate.ab.round_plan import (
 )
 from benchgate.errors import BadInputError, WorkloadError
 from benchgate.results.figures import STALL_CAP
-from benchgate.workloads.base import check_members
+from benchgate.workloads.contract import check_members
 from bg_test_workloads import sleepy
 from conftest import make_config
 

@@ -12,7 +12,8 @@ import torch
 from benchgate.config import parse_config
 from benchgate.errors import ConfigError, WorkloadError
 from benchgate.measure.stage import stage_check_workload
-from benchgate.workloads.base import check_members, load_workload, supports_eval
+from benchgate.workloads.base import load_workload
+from benchgate.workloads.contract import check_members, supports_eval
 from benchgate.workloads.gpt import GPT, SIZES, non_embedding_params
 from benchgate.workloads.training import build_trainer, check_training_step
 

@@ -160,6 +160,20 @@ def without_reachable_baseline(comparison: Comparison, why: str) -> Comparison:
 
 
 def compare(baseline: Bundle | None, current: Bundle, tol: Tolerances) -> Comparison:
+    """Judge `current` against `baseline` within `tol`: one Check row per metric and world size.
+
+    Timing rows are decided by the stored-baseline screen (an A/B, which needs the base code, is a later
+    stage's); memory, scaling efficiency, the loss and the eval have rows of their own. Without a
+    baseline the rows that need one read NEW. Runs that cannot be compared (another machine profile or
+    workload, another precision or tokens per step) are a BaselineError (exit 2), never a verdict.
+    For example::
+
+        from benchgate import compare, load_bundle, load_config
+
+        tolerances = load_config().gate.tolerances
+        comparison = compare(load_bundle(Path("baseline")), load_bundle(Path("benchgate-out")), tolerances)
+        print(comparison.verdict, comparison.exit_code)
+    """
     notes = check_comparable(baseline, current) if baseline is not None else []
     result = Comparison(current.machine_profile, current.workload, str(baseline.path) if baseline else None)
     result.notes.extend(notes)

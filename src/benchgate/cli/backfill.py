@@ -2,10 +2,11 @@
 commits MLflow already holds a gate run of for the same setup; then a summary table and the change
 points of the range's history, drawn as a PNG.
 
-Thin: the range and the plan are ranges/commits.py and ranges/backfill.py, the runs and the setup
-ranges/backfill_run.py, what counts as "already measured" tracking/backfill_index.py. Here: the flags,
-the progress while commits run (bars on a terminal, stamped lines elsewhere), the tables, and the
-files (`--out`/summary.md, backfill.json, the PNG). Bad input is refused before anything runs (exit
+Thin: the range and the plan are ranges/commits.py and ranges/backfill.py; the setup, the runs (here or
+submitted), the out directory with backfill.json and summary.md, and the range's history read back are
+ranges/backfill_run.py; what counts as "already measured" tracking/backfill_index.py. Here: the flags,
+the progress while commits run (bars on a terminal, stamped lines elsewhere), the plan, the tables and
+the PNG, and the exit codes (MLflow's errors exit 3). Bad input is refused before anything runs (exit
 2), the range first.
 """
 
@@ -14,9 +15,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.markup import escape
@@ -43,21 +43,13 @@ from benchgate.cli.tracking import UriOption, connect, talking_to
 from benchgate.config import RunConfig, load_config
 from benchgate.errors import BenchgateError, ConfigError
 from benchgate.kit.diskfaults import writing
-from benchgate.kit.files import write_json, write_text
 from benchgate.kit.progress import final_count
-from benchgate.ranges.backfill import (
-    SUMMARY_COLUMNS,
-    PlannedCommit,
-    Row,
-    counts,
-    summary_cells,
-    summary_markdown,
-)
+from benchgate.ranges.backfill import SUMMARY_COLUMNS, PlannedCommit, Row, counts, summary_cells
 
 if TYPE_CHECKING:
     from benchgate.kit.progress import Reporter
+    from benchgate.ranges.backfill_run import BackfillReport
     from benchgate.ranges.commits import CommitRange, RangeCommit
-    from benchgate.results import outdir
     from benchgate.tracking.backfill_index import Setup
     from benchgate.tracking.client import Tracker
 
@@ -70,7 +62,6 @@ BACKFILL_CODES = exit_codes(
     ),
     (RUN_FAILED[0], "every commit to run failed to, or MLflow or KFP could not be reached"),
 )
-SUMMARY_FILE, RECORD_FILE = "summary.md", "backfill.json"
 
 
 class _Bars:
@@ -234,38 +225,16 @@ def backfill(
 def _local(
     commits: CommitRange, kept: list[RangeCommit], cfg: RunConfig, force: bool, out: Path, png: Path
 ) -> None:
-    from benchgate.ranges.backfill import exit_code, plan, skipped_row
-    from benchgate.ranges.backfill_run import local_setup, run_locally
-    from benchgate.results import outdir
-    from benchgate.tracking.backfill_index import measured
+    from benchgate.ranges.backfill_run import backfill_locally, local_setup
 
-    if not cfg.tracking.enabled:
-        raise ConfigError(
-            "tracking.enabled: got false (a backfill logs each commit's gate run to MLflow, and skips the "
-            "commits MLflow already has)"
-        )
     setup = local_setup(cfg)
     tracker = connect(cfg)
-    with talking_to(tracker):
-        found = measured(tracker, setup, [c.sha for c in kept])
-    steps = plan(kept, found, force)
+    steps = _plan(tracker, setup, kept, force)
     _print_plan(commits, steps, setup, tracker)
-    with writing("--out", out), outdir.claimed(out) as results:
-        results.will_write([SUMMARY_FILE, RECORD_FILE, *(s.commit.sha[:12] for s in steps if s.run)])
-        if any(s.run for s in steps):
-            with _bars(len(steps)) as bars:
-                rows, stopped = run_locally(steps, cfg, commits, results.path, bars)
-        else:
-            console.print(
-                "nothing to run: MLflow holds a gate run of every commit for this setup "
-                "(--force runs them again)"
-            )
-            rows, stopped = [skipped_row(s) for s in steps], None
-        _print_summary(commits, rows, results, setup)
+    report = backfill_locally(commits, steps, cfg, setup, out, _bars, say=console.print)
+    _print_summary(report)
     _print_changes(tracker, setup, kept, png)
-    if stopped is not None:
-        fail(stopped)
-    raise typer.Exit(exit_code(rows))
+    _exit(report)
 
 
 def _submit(
@@ -279,35 +248,19 @@ def _submit(
     out: Path,
 ) -> None:
     from benchgate.cli.cluster import default_repository
-    from benchgate.kfp.api import connection_from_env
-    from benchgate.ranges.backfill import exit_code, plan
-    from benchgate.ranges.backfill_run import cluster_arguments, cluster_config, setup_of, submit_all
-    from benchgate.results import outdir
-    from benchgate.tracking.backfill_index import measured
+    from benchgate.ranges.backfill_run import submission, submit_backfill
 
     url = repository if repository is not None else default_repository()
-
-    def arguments_for(commit: RangeCommit) -> dict[str, Any]:
-        return cluster_arguments(cfg, commit.sha, url, commits.branch)
-
-    task_config = cluster_config(arguments_for(kept[0]))  # every argument checked before anything is sent
-    conn = connection_from_env(os.environ)
-    found: dict[str, Any] = {}
-    setup = setup_of(task_config, profile) if profile else None
-    if setup is not None:
-        tracker = connect(cfg)
-        with talking_to(tracker):
-            found = measured(tracker, setup, [c.sha for c in kept])
-    steps = plan(kept, found, force)
+    target = submission(cfg, commits, kept, url, profile, os.environ)
+    tracker = connect(cfg) if target.setup is not None else None
+    steps = _plan(tracker, target.setup, kept, force)
     console.print(
         f"backfill {commits.text}: {len(kept)} of {len(commits.commits)} commits, "
-        f"{sum(s.run for s in steps)} to submit to {conn.host}",
+        f"{sum(s.run for s in steps)} to submit to {target.conn.host}",
         markup=False,
     )
-    with writing("--out", out), outdir.claimed(out) as results:
-        results.will_write([SUMMARY_FILE, RECORD_FILE])
-        rows, stopped = submit_all(steps, arguments_for, conn, experiment, say=console.print)
-        _print_summary(commits, rows, results, setup)
+    report = submit_backfill(commits, steps, target, experiment, out, say=console.print)
+    _print_summary(report)
     where = f"--profile {profile}`" if profile else "--profile PROFILE` (the cluster's)"
     console.print(
         f"the runs log to MLflow as they finish; then `benchgate history --changes {where} shows "
@@ -315,9 +268,25 @@ def _submit(
         markup=False,
         soft_wrap=True,
     )
-    if stopped is not None:
-        fail(stopped)
-    raise typer.Exit(exit_code(rows))
+    _exit(report)
+
+
+def _plan(
+    tracker: Tracker | None, setup: Setup | None, kept: list[RangeCommit], force: bool
+) -> list[PlannedCommit]:
+    """The plan, with the runs MLflow holds of `setup` (without a tracker, MLflow is not asked)."""
+    from benchgate.ranges.backfill_run import planned
+
+    if tracker is None:
+        return planned(None, setup, kept, force)
+    with talking_to(tracker):
+        return planned(tracker, setup, kept, force)
+
+
+def _exit(report: BackfillReport) -> NoReturn:
+    if report.stopped is not None:
+        fail(report.stopped)
+    raise typer.Exit(report.exit_code)
 
 
 def _print_plan(commits: CommitRange, steps: Sequence[PlannedCommit], setup: Setup, tracker: Tracker) -> None:
@@ -332,44 +301,29 @@ def _print_plan(commits: CommitRange, steps: Sequence[PlannedCommit], setup: Set
     )
 
 
-def _print_summary(
-    commits: CommitRange, rows: list[Row], results: outdir.ResultsDir, setup: Setup | None
-) -> None:
-    """The table on the terminal, and the same in summary.md and backfill.json (on disk first)."""
-    title = f"backfill {commits.text}"
-    record = {
-        "range": commits.text,
-        "start": commits.start,
-        "end": commits.end,
-        "setup": asdict(setup) if setup is not None else None,
-        "rows": [{**asdict(row), "commit": row.commit.sha, "subject": row.commit.subject} for row in rows],
-    }
-    with writing("the summary", results.path / SUMMARY_FILE):
-        write_text(results.path / SUMMARY_FILE, summary_markdown(title, rows))
-        write_json(results.path / RECORD_FILE, record)
-    table = Table(title=f"{title} · {counts(rows)}", title_justify="left")
+def _print_summary(report: BackfillReport) -> None:
+    """The table on the terminal, as summary.md and backfill.json hold it (on disk already)."""
+    table = Table(title=f"{report.title} · {counts(report.rows)}", title_justify="left")
     for column in SUMMARY_COLUMNS:
         table.add_column(column, overflow="fold")
-    for cells in summary_cells(rows):
+    for cells in summary_cells(report.rows):
         table.add_row(*map(Text, cells))  # a subject may hold brackets: text, never markup
     console.print(table)
-    console.print(f"summary: {results.path / SUMMARY_FILE}", markup=False)
+    console.print(f"summary: {report.summary}", markup=False)
 
 
 def _print_changes(tracker: Tracker, setup: Setup, kept: Sequence[RangeCommit], png: Path) -> None:
     """The change points of every figure over the range's runs of this setup, and their plot."""
     from benchgate.cli.history import change_table
     from benchgate.history.changes import ALPHA
-    from benchgate.history.series import figure_changes
     from benchgate.publish.plots import history_png
-    from benchgate.ranges.backfill_run import series_points
+    from benchgate.ranges.backfill_run import range_changes
 
     with talking_to(tracker):
-        points = series_points(tracker, setup, kept)
+        points, found = range_changes(tracker, setup, kept)
     if not points:
         console.print("change points: no run of these commits in MLflow to read them from")
         return
-    found = figure_changes(points)
     if not found:
         console.print(f"change points: none in {len(points)} runs (at the {ALPHA:.0%} level)")
     else:

@@ -109,7 +109,7 @@ def submit(
     """Run the pipeline on a KFP cluster (KFP_HOST, KFP_TOKEN) and exit with the gate's exit code."""
     from benchgate.kfp.api import connection_from_env
     from benchgate.kfp.pipeline import validate_pipeline_arguments
-    from benchgate.kfp.submit import build_arguments, pipeline_parameter_names
+    from benchgate.kfp.run_request import build_arguments, pipeline_parameter_names
     from benchgate.kfp.submit import submit as submit_gate
     from benchgate.measure.source import validate_commit
 

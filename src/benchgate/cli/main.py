@@ -1,7 +1,8 @@
-"""`benchgate run | compare | env | version`, and the one app every command is registered on (the
-cluster's in cli_cluster, MLflow's in cli_tracking, `comment` in cli_comment). Thin: parse, validate,
-call the core or the pipeline, map errors; after a verdict, say what decides it (`next_steps`). What
-`run` prints while it runs and at its end is in cli_run_output.
+"""`benchgate run | compare | env | version`, and the one app every command is registered on (each
+other command comes from its own module: cli/cluster.py, tracking.py, anchor.py, history.py, suite.py,
+backfill.py, bisect.py, doctor.py, comment.py). Thin: parse, validate, call the core or the pipeline,
+map errors; after a verdict, say what decides it (`next_steps`). What `run` prints while it runs and at
+its end is in cli/run_output.py.
 
 Exit codes: 0 pass (or warn), 1 regression (FAIL), 2 bad input or config, 3 the run itself failed
 (for submit also: KFP unreachable, or the wait timed out), 4 UNKNOWN (the timing was not resolved).
@@ -222,7 +223,7 @@ def run(
         }
         cfg = load_config(config, overrides)
         with stage_progress() as reporter:
-            outcome = run_gate(cfg, reporter, commit, repository, branch, base)
+            outcome = run_gate(cfg, reporter, commit=commit, repository=repository, branch=branch, base=base)
     except BenchgateError as exc:
         _fail(exc)
     print_run_outcome(outcome)

@@ -22,8 +22,8 @@ from typing import Any
 from benchgate.controller import planning as plan
 from benchgate.controller import status as st
 from benchgate.controller.access import GROUP, VERSION
+from benchgate.controller.admin_policy import Policy, check
 from benchgate.controller.planning import Outcome, Submission, View
-from benchgate.controller.policy import Policy, check
 from benchgate.controller.resources import BenchmarkRunSpec, RunParameters, parse_spec
 from benchgate.errors import ConfigError
 

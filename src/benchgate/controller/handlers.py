@@ -46,7 +46,7 @@ from benchgate.controller.spec_edits import spec_changed
 from benchgate.controller.status import kfp_run_name
 from benchgate.errors import ConfigError, RunFailedError
 from benchgate.kfp.api import TERMINABLE_STATES, KfpRefused, KfpRejected
-from benchgate.kfp.submit import pipeline_parameter_names
+from benchgate.kfp.run_request import pipeline_parameter_names
 
 RUNS = (GROUP, VERSION, "benchmarkruns")
 SCHEDULES = (GROUP, VERSION, "benchmarkschedules")

@@ -36,7 +36,7 @@ from benchgate.kfp.params import (
     config_from_parameters,
     workload_args_parameter,
 )
-from benchgate.kfp.submit import build_arguments
+from benchgate.kfp.run_request import build_arguments
 from benchgate.measure.source import MAX_BRANCH_LENGTH
 
 SHA_PATTERN = r"^([0-9a-f]{40}|[0-9a-f]{64})$"

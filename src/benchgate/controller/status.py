@@ -17,7 +17,7 @@ from typing import Annotated, Any, Final, Literal, get_args
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 from pydantic.alias_generators import to_camel
 
-from benchgate.kfp.submit import exit_code_for
+from benchgate.kfp.run_request import exit_code_for
 from benchgate.results.comparison import STATUSES
 
 Phase = Literal["Pending", "Submitted", "Running", "Succeeded", "Failed", "Canceled"]

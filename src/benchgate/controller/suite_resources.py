@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from benchgate.errors import ConfigError
-from benchgate.kfp.submit import build_arguments
+from benchgate.kfp.run_request import build_arguments
 
 KUBE_EXTENSION = "x-kubernetes-preserve-unknown-fields"
 WORKLOAD_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$"

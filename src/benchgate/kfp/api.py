@@ -20,9 +20,9 @@ from typing import Any
 import requests
 
 from benchgate.errors import ConfigError, RunFailedError
+from benchgate.kfp.run_request import ATTEMPT_SUFFIX
 
 DEFAULT_SA_TOKEN_PATH = "/var/run/secrets/kubeflow/pipelines/token"
-ATTEMPT_SUFFIX = "-attempt-"
 CONNECT_TIMEOUT_S = 10.0
 # The run states KFP terminates a run from: its run store's TerminateRun updates only rows in these
 # states (kubeflow/pipelines backend/src/apiserver/storage/run_store.go) and answers 400 for any other.

@@ -56,6 +56,14 @@ PIPELINE_DIR = "pipeline"
 
 @dataclass
 class GateOutcome:
+    """What `run_gate` returns: the verdict, where the results are, and what became of the run.
+
+    `comparison` is the judged compare.json (its `verdict` and `exit_code`); `out_dir` is `config.out`,
+    where the results were gathered; `baseline_written` is the baseline this run became, or None;
+    `pipeline_dir` is the local pipeline's run directory, every task's files; `stage_seconds` is each
+    stage's wall time, and "pipeline" the whole run's.
+    """
+
     comparison: Comparison
     out_dir: Path
     baseline_written: Path | None
@@ -114,6 +122,7 @@ def pipeline_arguments(config: RunConfig) -> dict[str, Any]:
 def run_gate(
     config: RunConfig,
     reporter: Reporter | None = None,
+    *,
     commit: str = "",
     repository: str = "",
     branch: str = "",
@@ -125,7 +134,19 @@ def run_gate(
     each task fetches that commit first, exactly as on a cluster. `base` is any git ref of the local
     repository: resolved once to a SHA, it is the A side of an A/B decision wherever the screen does
     not PASS or there is no stored baseline (the candidate is `commit`, or else the working tree).
-    Without `base`, the baseline run's commit is the A side where this repository has it.
+    Without `base`, the baseline run's commit is the A side where this repository has it. `reporter`
+    is told of each stage as it starts and ends.
+
+    Bad input is a BadInputError (exit 2), refused before the previous results in config.out are
+    cleared; a failed benchmark is a RunFailedError (exit 3); a task's error comes back as the
+    BenchgateError it raised. A verdict is no error: the exit code the CLI gives is
+    `outcome.comparison.exit_code` (0 PASS or WARN, 1 FAIL, 4 UNKNOWN unless gate.on_unknown is
+    "neutral"). For example::
+
+        from benchgate import load_config, run_gate
+
+        outcome = run_gate(load_config(overrides={"bench.steps": 20, "out": "benchgate-out"}))
+        print(outcome.comparison.verdict, outcome.out_dir)
     """
     # Bad input is rejected before the previous run's results are cleared.
     if commit:

@@ -27,7 +27,8 @@ from benchgate.errors import EXIT_REGRESSION, BenchgateError, ConfigError
 from benchgate.kfp.api import Connection
 from benchgate.kfp.params import MULTI_NODE_PARAMETERS
 from benchgate.kfp.pipeline import validate_pipeline_arguments
-from benchgate.kfp.submit import DEFAULT_EXPERIMENT, PipelineKind, SubmitOutcome, build_arguments, submit
+from benchgate.kfp.run_request import DEFAULT_EXPERIMENT, PipelineKind, build_arguments
+from benchgate.kfp.submit import SubmitOutcome, submit
 from benchgate.kfp.suite_entries import entry_parameter, spec_entries
 from benchgate.kfp.suite_pipeline import (
     SUITE_GATE_TASK,

@@ -188,6 +188,13 @@ def capture_environment(
 
 
 def machine_profile(env: dict[str, Any]) -> str:
+    """The machine profile of an environment `capture_environment` captured: which results may be compared.
+
+    Two runs are compared only within one profile (the grammar is this module's docstring): the GPU
+    model and the GPUs one launch uses, driver, CUDA, torch and NCCL, or a CPU host's model, usable cores
+    and torch. The git state is not part of it. For example ``machine_profile(capture_environment())``
+    is "cpu-AMD-EPYC-7763-x2_torch2.13.0" on a 2-core CPU host.
+    """
     torch_version = str(env["torch"]["version"]).split("+")[0]
     gpu = env["gpu"]
     if gpu["count"]:

@@ -33,7 +33,8 @@ from benchgate.kit.files import write_json
 from benchgate.kit.progress import count_step
 from benchgate.measure.gpu_required import require_visible_gpu
 from benchgate.measure.seeds import StoredEval, plan_more_seeds, stored_baseline_eval
-from benchgate.workloads.base import Workload, load_workload, missing_eval_hook
+from benchgate.workloads.base import Workload, load_workload
+from benchgate.workloads.contract import missing_eval_hook
 from benchgate.workloads.shard import Probe, Shard, decode, encode, load_shard, sample_windows
 from benchgate.workloads.training import autocast_context, resolve_device, resolve_precision
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from benchgate.workloads.base import declared_flops
+from benchgate.workloads.contract import declared_flops
 from benchgate.workloads.counted_flops import combine_ranks, count_training_step
 from benchgate.workloads.flops import PeakFlops, mfu
 from benchgate.workloads.training import autocast_context

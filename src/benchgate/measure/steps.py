@@ -19,7 +19,7 @@ import torch
 
 from benchgate.kit.progress import PROGRESS_PREFIX
 from benchgate.measure.turns import TurnClient, steps_per_turn
-from benchgate.workloads.base import check_loss
+from benchgate.workloads.contract import check_loss
 from benchgate.workloads.training import Trainer
 
 

@@ -167,6 +167,14 @@ class _History(_Checked):
 
 @dataclass
 class Bundle:
+    """One run's result directory as `load_bundle` read it back, every file validated.
+
+    `path` is the directory; `env` is env.json (`machine_profile` its profile); `metrics` maps each
+    world size to its metrics-ws<N>.json (at least one, all of one workload: `workload`); `eval` is
+    eval.json, None where the run has none; `history` is history.json's earlier baseline runs (a
+    baseline in the store only, else empty), whose run-to-run noise the timing screen judges by.
+    """
+
     path: Path
     env: dict[str, Any]
     metrics: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -337,6 +345,13 @@ def _read_eval(path: Path) -> dict[str, Any]:
 
 
 def load_bundle(directory: Path) -> Bundle:
+    """Read a run's result directory (or a baseline's) back as a Bundle, checking every file in it.
+
+    Needs env.json and at least one metrics-ws<N>.json; reads history.json and eval.json where present.
+    A missing, truncated, hand-edited or foreign file is a BaselineError (exit 2) naming the file, the
+    field and the value, so that every later reader (compare, the report, the baseline store) gets
+    checked values.
+    """
     directory = Path(directory)
     if not directory.is_dir():
         raise BaselineError(f"{directory}: no such result directory")

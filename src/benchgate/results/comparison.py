@@ -29,6 +29,15 @@ CREEP = "tokens_per_s_since_anchor"  # the run against the pinned anchor (checks
 
 @dataclass(frozen=True)
 class Check:
+    """One row of a comparison: a figure of this run, its baseline, the change and the row's status.
+
+    `name` and `unit` label the row ("tokens/s (ws=2)", "tok/s"); `current` and `baseline` are the
+    figures (`baseline` None without one); `change` is in `change_unit` (percent, or points), with its
+    interval `ci_low`..`ci_high` where the rule has one; `rule` says what decides the row and `note` how
+    it was decided. `status` is PASS, WARN, UNKNOWN or FAIL (each adds to the verdict), NEW (no baseline)
+    or INFO (shown, never judged). Timing rows also carry `metric`, `world_size` and `decided_by`.
+    """
+
     name: str
     unit: str
     current: float | None
@@ -61,6 +70,14 @@ class Check:
 
 @dataclass
 class Comparison:
+    """Baseline against this run: the Check rows, notes, and the verdict and exit code they add up to.
+
+    `verdict` is the worst row status (PASS, WARN, UNKNOWN or FAIL; NEW and INFO count as PASS), and
+    `exit_code` what the gate exits with: 0 for PASS and WARN, 1 (EXIT_REGRESSION) for FAIL, 4
+    (EXIT_UNKNOWN) for UNKNOWN, or 0 there where `on_unknown` is "neutral". `to_dict` is compare.json;
+    `load_comparison` reads it back.
+    """
+
     machine_profile: str
     workload: str | None
     baseline_path: str | None

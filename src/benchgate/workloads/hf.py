@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from benchgate.errors import WorkloadError
-from benchgate.workloads.base import MAX_NAME_LENGTH, NAME_PATTERN
+from benchgate.workloads.contract import MAX_NAME_LENGTH, NAME_PATTERN
 from benchgate.workloads.shard import VOCAB_SIZE, load_shard, sample_windows
 
 try:

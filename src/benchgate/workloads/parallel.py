@@ -41,7 +41,7 @@ DATA_PARALLEL_PREFIX = "dp"
 
 
 def member_error(where: str, member: str, problem: str) -> WorkloadError:
-    # The message form of workloads/base.py's, which imports this module (so this one cannot import it).
+    # The message form of workloads/contract.py's, which imports this module (so this one cannot import it).
     return WorkloadError(f"{where}: workload member `{member}` {problem}")
 
 

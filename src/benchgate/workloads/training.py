@@ -17,7 +17,8 @@ from torch import nn
 from torch.profiler import record_function
 
 from benchgate.errors import ConfigError, WorkloadError
-from benchgate.workloads.base import Workload, check_logits, check_loss, member_error, supports_eval
+from benchgate.workloads.base import Workload
+from benchgate.workloads.contract import check_logits, check_loss, member_error, supports_eval
 from benchgate.workloads.parallel import Parallelism, parallelized, plan, process_group
 
 RANGES = ("data", "forward", "loss", "backward", "optimizer_step")

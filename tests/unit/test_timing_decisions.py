@@ -117,13 +117,13 @@ def test_concentration_is_none_when_the_candidate_is_not_slower() -> None:
 # ---------------------------------------------------------------- looks and their level
 
 
-# The looks' bounds and their error rates: tests/unit/test_rule_v3.py.
+# The looks' bounds and their error rates: tests/unit/test_ab_error_control.py.
 
 
 def test_decide_takes_no_decision_between_looks() -> None:
     clear = [math.log1p(-0.2)] * 3 + [math.log1p(-0.21), math.log1p(-0.19)]  # 20% slower, 5 rounds
     assert decide(clear, TOL, CONF, 4, 27).status == "CONTINUE"
-    # Unless the time budget ends there: then these rounds take the last look (test_rule_v3.py).
+    # Unless the time budget ends there: then these rounds take the last look (test_ab_error_control.py).
     out = decide(clear, TOL, CONF, 4, 27, out_of_time=True)
     assert out.status == "FAIL" and "time budget's last look" in out.reason
     assert out.change_pct == pytest.approx(100 * math.expm1(statistics.fmean(clear)))

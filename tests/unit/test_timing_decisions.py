@@ -134,8 +134,10 @@ def test_decide_takes_no_decision_between_looks() -> None:
     for n in range(4, 28):
         status = decide((clear * 6)[:n], TOL, CONF, 4, 27).status
         assert status == ("FAIL" if n in look_rounds(4, 27) else "CONTINUE"), n
-    # More rounds than the budget (resumed with a smaller max_rounds): UNKNOWN, never a look.
+    # More rounds than the budget (resumed with a smaller max_rounds): UNKNOWN, never a look, even
+    # where the time budget ends there too.
     assert decide(clear * 6, TOL, CONF, 4, 27).status == "UNKNOWN"
+    assert decide(clear * 6, TOL, CONF, 4, 27, out_of_time=True).status == "UNKNOWN"
 
 
 # ---------------------------------------------------------------- the screen

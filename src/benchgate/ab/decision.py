@@ -238,7 +238,7 @@ def decide(
     )
     estimate = _pct(statistics.fmean(changes)) if changes else None
     bound = bound_at(confidence, min_rounds, max_rounds, n) if n >= min_rounds else None
-    if out_of_time and n >= min_rounds:
+    if out_of_time and min_rounds <= n < max_rounds:  # past max_rounds no look is taken, time or not
         bound = final_bound(confidence, min_rounds, max_rounds, n)
     if bound is None:
         if n >= max_rounds or out_of_time:

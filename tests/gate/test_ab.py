@@ -72,7 +72,7 @@ def stored_baseline(repo: Path, runs: int) -> None:
 
 @pytest.mark.slow
 def test_ab_of_the_same_code_never_fails(repo: Path) -> None:
-    # A slower commit FAILing by A/B is tests/gate/test_timing_verdicts.py's (every step, one step in five).
+    # A slower commit FAILing by A/B is tests/gate/test_timing_verdicts.py's (one step in ten).
     base = commit(repo, "base")
     # Identical code in a new commit, no stored baseline (a fresh CI runner): the explicit base is
     # A/B'd all the same, and only A/B decides.

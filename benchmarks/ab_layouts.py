@@ -47,7 +47,7 @@ from benchgate.ab.round_plan import round_steps
 from benchgate.ab.runner import Side, run_ab, run_round, run_sequential_round
 from benchgate.config import RunConfig, load_config
 from benchgate.kit.files import read_json, write_json
-from benchgate.measure.launch import run_bench
+from benchgate.measure.launch import stage_bench
 
 RESULTS = Path(__file__).resolve().parent / "results"
 OUT = RESULTS / "ab_layouts.json"
@@ -79,7 +79,7 @@ def settings(root: Path, workload: str, layout: str = "auto", **ab: Any) -> RunC
 
 def measured(work: Callable[[], Any]) -> tuple[Any, dict[str, float]]:
     """`work()`'s result, with the wall seconds and the CPU seconds it cost: its child processes'
-    (reaped children only: torchrun waits for its ranks, run_bench for torchrun) and this process's."""
+    (reaped children only: torchrun waits for its ranks, stage_bench for torchrun) and this process's."""
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     own = resource.getrusage(resource.RUSAGE_SELF)
     started = time.monotonic()
@@ -176,7 +176,7 @@ def cost_ratio(rounds: dict[str, list[dict[str, Any]]], key: str, seed: int = 0)
 def run_aa(args: argparse.Namespace, root: Path, report: dict[str, Any]) -> None:
     side = Side("gpt-tiny")
     config = settings(root, "benchgate.workloads.gpt:make_workload")
-    probe = read_json(run_bench(config, 1, root / "probe"))["samples"]["step_time_s"]
+    probe = read_json(stage_bench(config, 1, root / "probe"))["samples"]["step_time_s"]
     step_s = statistics.median(probe)
     steps = round_steps(config, step_s)
     report["aa"] = {"probe_step_s": step_s, "steps_per_round": steps, "rounds": []}
@@ -227,7 +227,7 @@ def run_aa(args: argparse.Namespace, root: Path, report: dict[str, Any]) -> None
 def run_detection(args: argparse.Namespace, root: Path, report: dict[str, Any]) -> None:
     base, candidate = checkout(root, 0), checkout(root, args.extra)
     probe_config = settings(root, "layoutwork:make_workload")
-    probe = run_bench(probe_config, 1, root / "probe-detect", source_paths=base.source_paths)
+    probe = stage_bench(probe_config, 1, root / "probe-detect", source_paths=base.source_paths)
     step_s = statistics.median(read_json(probe)["samples"]["step_time_s"])
     trials: list[dict[str, Any]] = []
     report["detection"] = {"extra_layers": args.extra, "budget_s": args.detect_seconds, "trials": trials}

@@ -1,5 +1,6 @@
 """What `benchgate bisect` costs: A/B decisions, rounds and wall time per step, on the 12-commit history
-the tests bisect (tests/stack_repo.py: 12 equal layers, commit 7 doubles them, the later ones keep 24).
+the tests bisect (tests/support/stack_repo.py: 12 equal layers, commit 7 doubles them, the later
+ones keep 24).
 
     python benchmarks/bisect_cost.py [--trials N] [--tolerance PCT] [--steps N] [--min-rounds N]
                                      [--max-rounds N]
@@ -29,7 +30,7 @@ from typing import Any
 from benchgate.kit.files import read_json, write_json
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 from stack_repo import git, stack_history  # noqa: E402 - the tests' repository builder
 
 RESULTS = Path(__file__).parent / "results"

@@ -1,5 +1,5 @@
 """Controller overhead: the real controller (kopf, every handler) against kmock's emulated Kubernetes
-API and the fake KFP server (tests/fake_kfp_server.py), on 127.0.0.1.
+API and the fake KFP server (tests/support/fake_kfp_server.py), on 127.0.0.1.
 
 N BenchmarkRuns are POSTed to the emulator at once (as `kubectl apply` would create them), with no
 per-namespace limit. Per object it measures:
@@ -58,7 +58,7 @@ import kmock
 import psutil
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "tests" / "support"))
 from fake_kfp_server import FakeKfp, Scenario, serve  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -412,7 +412,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         baseline = own_rss.now()
 
         # From here on, the controller and all it imports (kopf, the kubernetes client, kfp) load.
-        from benchgate.controller.status import kfp_run_name
+        from benchgate.controller.spec.status import kfp_run_name
 
         started = time.monotonic()
         if args.controller == "process":

@@ -89,14 +89,14 @@ def bench_counts(launches: int) -> list[dict[str, float]]:
     """What the count cost inside real benches: gpt-tiny at ws=1, as `benchgate run` launches it."""
     from benchgate.config import load_config
     from benchgate.kit.files import read_json
-    from benchgate.measure.launch import run_bench
+    from benchgate.measure.launch import stage_bench
 
     overrides = {"bench.workload_args": {"size": "tiny"}, "bench.steps": 10, "bench.warmup": 2}
     config = load_config(overrides={**overrides, "tracking.enabled": False})
     costs = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(launches):
-            metrics = read_json(run_bench(config, 1, Path(tmp) / str(i)))
+            metrics = read_json(stage_bench(config, 1, Path(tmp) / str(i)))
             step_s = metrics["step_time_s"]["p50"]
             costs.append({"count_s": metrics["mfu"]["counting"]["seconds"], "step_s": step_s})
     return costs

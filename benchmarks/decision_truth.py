@@ -38,7 +38,7 @@ from power import DECISION_LAYERS, DECISION_LEVELS, decision_side
 
 from benchgate.ab.runner import Side, run_ab
 from benchgate.kit.files import read_json, write_json
-from benchgate.measure.launch import run_bench
+from benchgate.measure.launch import stage_bench
 
 RESULTS = Path(__file__).resolve().parent / "results"
 WARMUP = 20
@@ -132,7 +132,7 @@ def main() -> None:
             )
         os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
         config = base_config(root)
-        probe = read_json(run_bench(config, 1, root / "probe", source_paths=base.source_paths))
+        probe = read_json(stage_bench(config, 1, root / "probe", source_paths=base.source_paths))
         step_s = statistics.median(probe["samples"]["step_time_s"])
         plan = [name for name in levels for _ in range(args.trials)]
         random.Random(5).shuffle(plan)

@@ -43,7 +43,7 @@ RESULTS = Path(__file__).parent / "results" / "eval-seeds.json"
 
 
 def run_seeds(n: int, train_steps: int) -> list[dict[str, Any]]:
-    from benchgate.measure.evaluate import run_eval  # loads torch: only when evals run
+    from benchgate.measure.evaluate import stage_eval  # loads torch: only when evals run
 
     records = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -58,7 +58,7 @@ def run_seeds(n: int, train_steps: int) -> list[dict[str, Any]]:
                 }
             )
             cpu = time.process_time()
-            result = run_eval(config, Path(tmp) / f"eval-{k}.json")
+            result = stage_eval(config, Path(tmp) / f"eval-{k}.json")
             records.append({**result, "cpu_s": time.process_time() - cpu})
             shown = " ".join(f"{n} {p['accuracy_pct']:5.1f}%" for n, p in sorted(result["probes"].items()))
             seconds = f"{records[-1]['cpu_s']:6.1f} s CPU, {result['wall_s']:6.1f} s wall"

@@ -32,7 +32,7 @@ from typing import Any
 from benchgate.config import RunConfig
 from benchgate.errors import BenchgateError
 from benchgate.kit.files import read_json, write_json
-from benchgate.measure.launch import run_bench
+from benchgate.measure.launch import stage_bench
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -111,7 +111,7 @@ def _wait_for(path: Path, timeout_s: float = 120) -> str:
 
 
 def rank_fault(fault: str, work: Path) -> dict[str, Any]:
-    """Seconds from the fault (kill, or the start of the hang) to run_bench's error."""
+    """Seconds from the fault (kill, or the start of the hang) to stage_bench's error."""
     started: list[float] = []
 
     def kill_when_announced() -> None:
@@ -125,7 +125,7 @@ def rank_fault(fault: str, work: Path) -> dict[str, Any]:
     watcher = threading.Thread(target=kill_when_announced, daemon=True)
     watcher.start()
     try:
-        run_bench(_config(work, "hang" if fault == "hang" else "none"), 2, work / "out")
+        stage_bench(_config(work, "hang" if fault == "hang" else "none"), 2, work / "out")
     except BenchgateError as e:
         ended = time.time()
         watcher.join(5)

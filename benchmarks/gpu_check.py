@@ -247,9 +247,9 @@ def run_steps(check: Check, torch: Any) -> None:
     def bench(name: str, **overrides: Any) -> Callable[[], dict[str, Any]]:
         def run() -> dict[str, Any]:
             from benchgate.kit.files import read_json
-            from benchgate.measure.launch import run_bench
+            from benchgate.measure.launch import stage_bench
 
-            metrics = read_json(run_bench(check.config(**overrides), 1, work / name))
+            metrics = read_json(stage_bench(check.config(**overrides), 1, work / name))
             step_s[name] = metrics["step_time_s"]["mean"]
             return bench_figures(metrics, ceiling["tflops"])
 
@@ -317,9 +317,9 @@ def run_steps(check: Check, torch: Any) -> None:
         return run
 
     def trace() -> dict[str, Any]:
-        from benchgate.measure.trace import run_trace
+        from benchgate.measure.trace import stage_trace
 
-        summary = run_trace(
+        summary = stage_trace(
             check.config(**{"trace.wait": 1, "trace.warmup": 1, "trace.active": 2}), work / "trace"
         )
         path = next((work / "trace").glob("*.pt.trace.json.gz"))
@@ -337,10 +337,10 @@ def run_steps(check: Check, torch: Any) -> None:
         }
 
     def evaluate() -> dict[str, Any]:
-        from benchgate.measure.evaluate import run_eval
+        from benchgate.measure.evaluate import stage_eval
 
         config = check.config(**{"eval.train_steps": 5 if args.smoke else 50})
-        first, second = run_eval(config, work / "eval1.json"), run_eval(config, work / "eval2.json")
+        first, second = stage_eval(config, work / "eval1.json"), stage_eval(config, work / "eval2.json")
         return {
             "device": first.get("device"),
             "perplexity": first.get("perplexity"),

@@ -49,19 +49,19 @@ def run_pipeline(out: Path) -> int:
 def run_direct(out: Path) -> int:
     """The stages the pipeline's tasks call, in the pipeline's order, in one process."""
     from benchgate.checks.stage import stage_compare
-    from benchgate.measure.evaluate import run_eval
-    from benchgate.measure.launch import run_bench
+    from benchgate.measure.evaluate import stage_eval
+    from benchgate.measure.launch import stage_bench
     from benchgate.measure.stage import stage_env
-    from benchgate.measure.trace import run_trace
+    from benchgate.measure.trace import stage_trace
     from benchgate.publish.policy import stage_update_baseline
 
     config = config_for(out)
     run_dir = Path(config.out)
     stage_env(run_dir)
     for ws in (1, 2):
-        run_bench(config, ws, run_dir)
-    run_eval(config, run_dir / "eval.json")
-    run_trace(config, run_dir / "trace")
+        stage_bench(config, ws, run_dir)
+    stage_eval(config, run_dir / "eval.json")
+    stage_trace(config, run_dir / "trace")
     comparison, _, _ = stage_compare(config, run_dir)
     stage_update_baseline(config, run_dir, comparison.verdict)
     return 0

@@ -2,7 +2,7 @@
 
 The bench worker (`benchgate.measure.bench`) and the torchrun process around it (`benchgate.kit.lifeline`)
 leave with `os._exit` once their output is written and flushed, skipping Python's teardown with torch
-loaded. This measures what that saves per launch, as `run_bench` pays it (every bench, and both worker
+loaded. This measures what that saves per launch, as `stage_bench` pays it (every bench, and both worker
 groups of every A/B round): the same torchrun command, once as shipped and once through a wrapper that
 runs the same worker and torchrun code and then exits the ordinary way, interleaved launch by launch so
 host drift hits both alike. Reported: median wall seconds per launch of each, and their ratio.

@@ -24,7 +24,7 @@ from _common import cv_pct, ms, spread_pct
 from benchgate.config import load_config
 from benchgate.kit.files import read_json
 from benchgate.kit.stats import percentile
-from benchgate.measure.launch import run_bench
+from benchgate.measure.launch import stage_bench
 from benchgate.workloads.gpt import make_workload
 from benchgate.workloads.training import build_trainer
 
@@ -43,7 +43,7 @@ def repeated_bench(runs: int, steps: int) -> None:
                         "bench.threads_per_rank": threads,
                     }
                 )
-                recorded = read_json(run_bench(config, 1, Path(tmp)))["samples"]
+                recorded = read_json(stage_bench(config, 1, Path(tmp)))["samples"]
                 samples = recorded["step_time_s"]
                 results[threads]["p50"].append(percentile(samples, 50))
                 # Step time over the drift reference timed right after it: a ratio without unit, whose

@@ -47,7 +47,7 @@ from benchgate.checks.screen import screen
 from benchgate.config import RunConfig, load_config
 from benchgate.errors import BenchgateError
 from benchgate.kit.files import read_json, write_json
-from benchgate.measure.launch import run_bench
+from benchgate.measure.launch import stage_bench
 
 LAYERS = 100
 # Extra layers per level: k / LAYERS of the layer work (the measured change is reported beside it).
@@ -189,7 +189,7 @@ def _back_to_back(config: RunConfig, root: Path, side: Side, pairs: int) -> list
     for i in range(pairs):
         p50 = []
         for j in range(2):
-            path = run_bench(config, 1, root / f"b2b{i}-{j}", source_paths=side.source_paths)
+            path = stage_bench(config, 1, root / f"b2b{i}-{j}", source_paths=side.source_paths)
             p50.append(statistics.median(read_json(path)["samples"]["step_time_s"]))
         diffs.append(100 * (p50[1] / p50[0] - 1))
     return diffs
@@ -285,7 +285,7 @@ def cmd_decisions(args: argparse.Namespace) -> None:
         }
         config = base_config(root)
         step_s = statistics.median(
-            read_json(run_bench(config, 1, root / "probe", source_paths=base.source_paths))["samples"][
+            read_json(stage_bench(config, 1, root / "probe", source_paths=base.source_paths))["samples"][
                 "step_time_s"
             ]
         )
@@ -347,7 +347,7 @@ def cmd_gpt_tiny_time(args: argparse.Namespace) -> None:
         config = base_config(root, "benchgate.workloads.gpt:make_workload")
         step_s = {}
         for ws in (1, 2):
-            probe = read_json(run_bench(config, ws, root / f"probe{ws}"))["samples"]["step_time_s"]
+            probe = read_json(stage_bench(config, ws, root / f"probe{ws}"))["samples"]["step_time_s"]
             step_s[ws] = statistics.median(probe)
         for i in range(args.trials):
             for ws in (1, 2):
@@ -443,7 +443,7 @@ def cmd_resample(args: argparse.Namespace) -> None:
 def _screen_decision(
     config: RunConfig, root: Path, cand: Side, history: list[dict[str, Any]], tag: str
 ) -> str:
-    path = run_bench(config, 1, root / tag, source_paths=cand.source_paths)
+    path = stage_bench(config, 1, root / tag, source_paths=cand.source_paths)
     current = read_json(path)["samples"]
     tol = config.gate.tolerances
     base = history[-1]["samples"]
@@ -454,7 +454,7 @@ def _screen_decision(
 def _history(config: RunConfig, root: Path, base: Side, runs: int) -> list[dict[str, Any]]:
     history = []
     for i in range(runs):
-        samples = read_json(run_bench(config, 1, root / f"history{i}", source_paths=base.source_paths))[
+        samples = read_json(stage_bench(config, 1, root / f"history{i}", source_paths=base.source_paths))[
             "samples"
         ]
         steps, ref = samples["step_time_s"], samples["reference_s"]

@@ -1,6 +1,6 @@
 """Record one GPU's NVML answers for the fake NVML of the tests.
 
-benchgate's tests run against tests/fake_nvml/pynvml.py, which answers each pynvml call that
+benchgate's tests run against tests/support/fake_nvml/pynvml.py, which answers each pynvml call that
 benchgate makes from a JSON recording. Run this on a GPU machine and the fake answers as that GPU did:
 every call the fake answers is made here once, for GPU `--index`, and written down with its answer (or
 the NVMLError it raised, as {"nvml_error": "NVMLError_NotSupported"}), `"recorded": true`, the driver

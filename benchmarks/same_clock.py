@@ -1,8 +1,8 @@
 """The bench and the A/B time the same thing: a host-side slowdown moves both alike.
 
 A candidate whose batch costs `--host-ms` more host time (a sleep in make_batch: nothing on the device)
-against the same workload without it, both `sleepy` steps of 20 ms (tests/bg_test_workloads.py), windows
-of `--sync-every` steps (bench.sync_every; on CUDA a device synchronise ends each). Per trial, side by
+against the same workload without it, both `sleepy` steps of 20 ms (tests/support/bg_test_workloads.py),
+windows of `--sync-every` steps (bench.sync_every; on CUDA a device synchronise ends each). Per trial, side by
 side in one run: the change of the bench's tokens/s p50 (a launch of each side, base first in odd
 trials) and the A/B's estimate (rounds of turns of one window each). Prints both and their difference.
 
@@ -20,12 +20,13 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))  # the sleepy workload, for the workers too (PYTHONPATH below)
+# The sleepy workload, for the workers too (PYTHONPATH below).
+sys.path.insert(0, str(REPO / "tests" / "support"))
 
 from benchgate.ab.runner import Side, run_ab  # noqa: E402
 from benchgate.config import parse_config  # noqa: E402
 from benchgate.kit.files import read_json, write_json  # noqa: E402
-from benchgate.measure.launch import run_bench  # noqa: E402
+from benchgate.measure.launch import stage_bench  # noqa: E402
 
 HOST_WORK = """
 import time
@@ -56,7 +57,8 @@ def main() -> None:
     args = parser.parse_args()
     import os
 
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])
+    support = str(REPO / "tests" / "support")
+    os.environ["PYTHONPATH"] = os.pathsep.join([support, os.environ.get("PYTHONPATH", "")])
     work = Path(tempfile.mkdtemp(prefix="bg-same-clock-"))
     sides = {}
     for name, ms in (("base", 0.0), ("candidate", args.host_ms)):
@@ -78,7 +80,8 @@ def main() -> None:
         rates = {}
         order = ("base", "candidate") if trial % 2 == 0 else ("candidate", "base")
         for name in order:
-            metrics = read_json(run_bench(config, 1, work / f"t{trial}-{name}", source_paths=(sides[name],)))
+            out = work / f"t{trial}-{name}"
+            metrics = read_json(stage_bench(config, 1, out, source_paths=(sides[name],)))
             rates[name] = metrics["tokens_per_s"]["p50"]
         bench_pct = 100 * (rates["candidate"] / rates["base"] - 1)
         outcome = run_ab(

@@ -1,10 +1,10 @@
-"""Shared fixtures. torchrun workers are separate processes: they find the test workloads through
-PYTHONPATH, which is set here once for the whole session."""
+"""Shared fixtures. The shared helpers, the test workloads and the fakes are in tests/support/, which is
+put first on sys.path and on PYTHONPATH here once for the whole session: torchrun workers and `benchgate`
+subprocesses are separate processes that import the workloads by name."""
 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,48 +15,25 @@ from typing import Any
 import pytest
 import requests
 
-from benchgate.config import RunConfig, parse_config
+from benchgate.config import RunConfig
 
-TESTS_DIR = Path(__file__).resolve().parent
-REPO = TESTS_DIR.parent
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH", "")) if p)
+SUPPORT_DIR = Path(__file__).resolve().parent / "support"
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(SUPPORT_DIR), os.environ.get("PYTHONPATH", "")) if p
+)
 # A developer's own tracking server must never receive test runs.
 os.environ.pop("MLFLOW_TRACKING_URI", None)
-if str(TESTS_DIR) not in sys.path:
-    sys.path.insert(0, str(TESTS_DIR))
+if str(SUPPORT_DIR) not in sys.path:
+    sys.path.insert(0, str(SUPPORT_DIR))
 
-
-def make_config(tmp_path: Path, **sections: dict[str, Any]) -> RunConfig:
-    """A fast RunConfig writing under tmp_path; pass sections such as bench={"steps": 5}."""
-    data: dict[str, Any] = {
-        "bench": {"workload": "bg_test_workloads:sleepy", "steps": 12, "warmup": 2, "world_sizes": [1]},
-        "eval": {"enabled": False},
-        "trace": {"enabled": False},
-        # Timing tolerance 10%: these tests check plumbing, and a sleep's overhead wanders by ~6% on
-        # a busy CI host, which the default 5% would sometimes call a regression.
-        "gate": {
-            "baseline_dir": str(tmp_path / "baselines"),
-            "update_baseline": "never",
-            "tolerances": {"throughput_drop_pct": 10.0},
-            # Short A/B rounds: where these tests reach an A/B (the screen lacks history), they check
-            # what it feeds, not its power (tests/gate/test_ab.py and benchmarks/power.py measure that).
-            "ab": {"min_measured_s": 0.2},
-        },
-        # MLflow is opt-in per test (tests/tracking turn it on against a real server); when on, the
-        # embedded store and the spool stay inside the test's directory.
-        "tracking": {
-            "enabled": False,
-            "local_dir": str(tmp_path / "mlflow"),
-            "spool_dir": str(tmp_path / "spool"),
-        },
-        "out": str(tmp_path / "out"),
-    }
-    for name, values in sections.items():
-        if isinstance(data.get(name), dict):
-            data[name] = {**data[name], **values}
-        else:
-            data[name] = values
-    return parse_config(data)
+from harness import (  # noqa: E402 - importable once the folder is on sys.path
+    MLFLOW,
+    MLFLOW_SERVER_ROOTS,
+    REPO_AB_CONFIG,
+    free_port,
+    make_config,
+    tracked_config,
+)
 
 
 @pytest.fixture
@@ -67,19 +44,6 @@ def config_factory(tmp_path: Path) -> Any:
 # A real `mlflow server` on 127.0.0.1 for the session, started only when a test asks for it. Lean
 # settings (one worker, no job runner); it serves artifacts itself (--artifacts-destination), as a
 # shared team server does, so uploads and downloads go over HTTP as in production.
-MLFLOW = Path(sys.executable).with_name("mlflow")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-# Each session server's directory (its SQLite backend and artifacts), by URI: what tests search.
-MLFLOW_SERVER_ROOTS: dict[str, Path] = {}
-
-
 @pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("mlflow-server")
@@ -125,26 +89,6 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
-
-
-# Small A/B rounds so that a decision takes a few rounds of a few seconds each.
-REPO_AB_CONFIG = "[gate.ab]\nsteps = 12\nmin_measured_s = 0.2\nwarmup = 2\nmin_rounds = 3\nmax_rounds = 5\n"
-
-
-def tracked_config(tmp_path: Path, uri: str, experiment: str, **sections: dict[str, Any]) -> RunConfig:
-    return make_config(
-        tmp_path,
-        **{
-            "tracking": {
-                "enabled": True,
-                "uri": uri,
-                "experiment": experiment,
-                "local_dir": str(tmp_path / "mlflow"),
-                "spool_dir": str(tmp_path / "spool"),
-            },
-            **sections,
-        },
-    )
 
 
 @pytest.fixture(scope="session")

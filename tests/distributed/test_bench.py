@@ -12,7 +12,7 @@ import pytest
 
 from benchgate.errors import BadInputError, ConfigError, RunFailedError
 from benchgate.kit.files import read_json
-from benchgate.measure.launch import run_bench
+from benchgate.measure.launch import stage_bench
 
 pytestmark = pytest.mark.slow
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 def test_bench_ws2_writes_per_step_samples_from_both_ranks(config_factory, tmp_path: Path) -> None:
     config = config_factory(bench={"steps": 10, "warmup": 2})
     progress: list[tuple[int, int]] = []
-    path = run_bench(config, 2, tmp_path / "out", lambda done, total: progress.append((done, total)))
+    path = stage_bench(config, 2, tmp_path / "out", lambda done, total: progress.append((done, total)))
     metrics = read_json(path)
     assert metrics["world_size"] == 2
     assert metrics["backend"] == "gloo"
@@ -47,7 +47,7 @@ def test_bench_ws2_writes_per_step_samples_from_both_ranks(config_factory, tmp_p
 def test_bench_rank_that_raises_fails_with_exit_3_naming_the_rank(config_factory, tmp_path: Path) -> None:
     config = config_factory(bench={"workload": "bg_test_workloads:failing", "workload_args": {"rank": 1}})
     with pytest.raises(RunFailedError) as info:
-        run_bench(config, 2, tmp_path / "out")
+        stage_bench(config, 2, tmp_path / "out")
     assert info.value.exit_code == 3
     assert "rank 1 failed: RuntimeError: injected failure at step 3" in str(info.value)
     assert not (tmp_path / "out" / "metrics-ws2.json").exists()
@@ -59,7 +59,7 @@ def test_bench_rank_that_hangs_fails_within_the_collective_timeout(config_factor
     )
     started = time.monotonic()
     with pytest.raises(RunFailedError) as info:
-        run_bench(config, 2, tmp_path / "out")
+        stage_bench(config, 2, tmp_path / "out")
     elapsed = time.monotonic() - started
     message = str(info.value)
     assert "rank 0 failed" in message
@@ -81,7 +81,7 @@ def test_bench_loss_that_diverges_is_recorded_and_compare_fails_naming_the_step(
         config = config_factory(
             bench={**bench, "workload": f"bg_test_workloads:{workload}", "workload_args": args}
         )
-        runs[name] = read_json(run_bench(config, 2, tmp_path / name))  # exit 0: a diverged run is measured
+        runs[name] = read_json(stage_bench(config, 2, tmp_path / name))  # exit 0: a diverged run is measured
         (tmp_path / name / "env.json").write_text(
             json.dumps({"machine_profile": runs[name]["machine_profile"]})
         )
@@ -113,13 +113,13 @@ def test_bench_loss_that_diverges_is_recorded_and_compare_fails_naming_the_step(
 def test_bench_workload_error_in_a_rank_is_bad_input(config_factory, tmp_path: Path) -> None:
     config = config_factory(bench={"workload": "bg_test_workloads:raising_factory"})
     with pytest.raises(BadInputError, match="the factory is broken") as info:
-        run_bench(config, 1, tmp_path / "out")
+        stage_bench(config, 1, tmp_path / "out")
     assert info.value.exit_code == 2
 
 
 def test_bench_world_size_beyond_the_cores_is_refused_before_launch(config_factory, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"bench.world_sizes: got 64, but this machine has only \d+"):
-        run_bench(config_factory(), 64, tmp_path / "out")
+        stage_bench(config_factory(), 64, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
@@ -129,5 +129,5 @@ def test_bench_wall_clock_limit_kills_the_whole_job(config_factory, tmp_path: Pa
     )
     started = time.monotonic()
     with pytest.raises(RunFailedError, match=r"killed after bench\.run_timeout_s=8 s"):
-        run_bench(config, 1, tmp_path / "out")
+        stage_bench(config, 1, tmp_path / "out")
     assert time.monotonic() - started < 30

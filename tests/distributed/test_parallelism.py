@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import make_config
 
 from benchgate.kit.files import read_json
-from benchgate.measure.launch import run_bench
-from conftest import make_config
+from benchgate.measure.launch import stage_bench
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +29,7 @@ def bench(tmp_path: Path, workload: str, world_size: int, **bench: Any) -> dict[
             **bench,
         },
     )
-    return read_json(run_bench(config, world_size, tmp_path / f"ws{world_size}"))
+    return read_json(stage_bench(config, world_size, tmp_path / f"ws{world_size}"))
 
 
 def counted(metrics: dict[str, Any]) -> float:

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from benchgate.errors import RunFailedError
-from benchgate.measure.launch import run_bench
+from benchgate.measure.launch import stage_bench
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +54,7 @@ def test_a_rank_killed_by_sigkill_fails_the_run_with_exit_3_naming_it(config_fac
     killer = threading.Thread(target=kill_rank_1, daemon=True)
     killer.start()
     with pytest.raises(RunFailedError) as info:
-        run_bench(config, 2, tmp_path / "out")
+        stage_bench(config, 2, tmp_path / "out")
     detected_s = time.monotonic() - killed_at[0]
     message = str(info.value)
     assert info.value.exit_code == 3

@@ -5,8 +5,9 @@ The structure tests check what each forge needs of the YAML (a full-history chec
 behind: a bare `origin` with two commits on main and a feature branch whose change makes the README's
 workload slower, a detached checkout (GitHub: the pull request's merge commit with every branch fetched;
 GitLab: only the pipeline's branch, so the job's own `git fetch` of the target is exercised), the
-variables each forge sets, `$GITHUB_STEP_SUMMARY` pointing to a file, and tests/fake_forge_server.py in
-place of the forge's comment API (the only fake: GitHub and GitLab cannot run here).
+variables each forge sets, `$GITHUB_STEP_SUMMARY` pointing to a file, and
+tests/support/fake_forge_server.py in place of the forge's comment API (the only fake: GitHub and GitLab
+cannot run here).
 
 One step is replaced: the install step. This checkout's .venv already has benchgate, first on PATH, so
 the test checks that the step pins torch and uses constraints.txt, and does not run it (it needs the
@@ -39,9 +40,9 @@ from doc_blocks import (
     user_env,
     workload_example,
 )
+from fake_forge_server import FakeForge, serve
 
 from benchgate.results.comparison import TIMING
-from fake_forge_server import FakeForge, serve
 
 # What makes the jobs' runs cheap here: one world size, few steps, no eval or trace, short A/B rounds
 # (as tests/conftest.py's `repo` fixture). A slower change of ~2x still FAILs at the first look.

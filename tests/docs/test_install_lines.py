@@ -1,7 +1,8 @@
 """The README's install lines work as printed from where it says to run them: in the user's project's
 directory, with a clone of this repository beside it (`../benchgate`).
 
-Each `pip install` line of the README, in a shell block or in the text, is run in such a project
+Each `pip install` line of the README and of docs/hugging-face.md (the `hf` extra's, which moved there
+with the README's Hugging Face section), in a shell block or in the text, is run in such a project
 directory with pip's dry run added (`--dry-run --report`): the constraints file must open, the path to
 benchgate with its extra must be a project pip can build, and the whole must resolve. The clone is a
 copy of this checkout's working tree (what pip builds from); the environment is the checkout's .venv,
@@ -18,10 +19,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from doc_blocks import README, REPO, VENV_BIN, code_blocks, user_env
+from doc_blocks import HF_DOC, README, REPO, VENV_BIN, code_blocks, user_env
 
 PIP_INSTALL = re.compile(r"\bpython -m pip install\b|(?<![\w-])pip install\b")
 INLINE_CODE = re.compile(r"`([^`\n]+)`")
+# The documents whose install lines are resolved.
+INSTALL_DOCS = (README, HF_DOC)
 # What a clone of this repository holds that `pip install ./benchgate` reads.
 BUILT_FROM = ("pyproject.toml", "constraints.txt", "README.md", "src/benchgate")
 
@@ -65,13 +68,18 @@ def dry_run(line: str, project: Path, report: Path) -> subprocess.CompletedProce
     )
 
 
+def documented_install_lines() -> list[str]:
+    return [line for doc in INSTALL_DOCS for line in install_lines(doc)]
+
+
 def test_the_readme_has_its_install_lines() -> None:
     lines = install_lines()
     assert any("--index-url https://download.pytorch.org/whl/cpu" in line for line in lines), lines
-    assert any("[trace]" in line for line in lines) and any("[hf]" in line for line in lines), lines
+    assert any("[trace]" in line for line in lines), lines
+    assert any("[hf]" in line for line in install_lines(HF_DOC)), install_lines(HF_DOC)
 
 
-@pytest.mark.parametrize("line", install_lines())
+@pytest.mark.parametrize("line", documented_install_lines())
 def test_an_install_line_resolves_from_the_project_directory(line: str, tmp_path: Path) -> None:
     project = a_project_beside_a_clone(tmp_path)
     report = tmp_path / "report.json"

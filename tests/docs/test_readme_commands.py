@@ -4,7 +4,9 @@ A block that must not run in a test (`make test` is this suite; a server runs un
 needs the network) carries `<!-- not run by tests: REASON -->` on the line above it. Every other shell
 block is run, in document order, in one shared directory: a git repository on `main` with the README's
 `my_bench.py` committed and pushed to a bare `origin`, so `origin/main` exists as it does in a clone.
-`benchgate` comes from this checkout's .venv (first on PATH); nothing is installed.
+docs/workloads.md, where the README's "Bring your own model" goes on, is run the same way after the
+README, in the same directory (its FSDP2 example is `my_fsdp_bench.py` there). `benchgate` comes from
+this checkout's .venv (first on PATH); nothing is installed.
 
 Some blocks depend on the state of the repository, as the README's prose around them says; SCENARIOS
 holds that state and the exit code the README promises for it (the quickstart's `--base` run is on a
@@ -27,8 +29,10 @@ from typing import Any
 import pytest
 from doc_blocks import (
     CI_DOC,
+    CONFIG_DOC,
     README,
     REPO,
+    WORKLOADS_DOC,
     Block,
     code_blocks,
     commit_files,
@@ -50,7 +54,19 @@ FIRST_RUN = "benchgate run --workload my_bench:make_workload --workload-arg hidd
 BASE_RUN = FIRST_RUN + " --base origin/main"
 # The documents this change wrote; their relative links must resolve (files and #anchors).
 CLUSTER_DOCS = ("kfp", "kubernetes", "design", "multinode", "suites-on-kubernetes")
-LINKED_DOCS = [README, CI_DOC, *(REPO / "docs" / f"{n}.md" for n in CLUSTER_DOCS)]
+# The pages the README's longer sections moved to (the README links to each, one step away).
+MOVED_DOCS = (
+    "configuration", "verdict", "results", "gpus", "hugging-face", "suites", "baselines", "mlflow",
+    "backfill", "bisect", "doctor", "reliability",
+)  # fmt: skip
+# The documents whose shell blocks run (in this order, in one workspace): the README, then the rest of
+# its "Bring your own model".
+RUN_DOCS = (README, WORKLOADS_DOC)
+# Every other document's commands need a cluster, a server, the network or minutes: none runs unmarked.
+MARKED_DOCS = [CI_DOC, *(REPO / "docs" / f"{n}.md" for n in (*CLUSTER_DOCS, *MOVED_DOCS))]
+LINKED_DOCS = [*RUN_DOCS, *MARKED_DOCS]
+# The TOML blocks that must load as bench.toml: the README's, docs/ci.md's and the config reference's.
+CONFIG_DOCS = (README, CI_DOC, CONFIG_DOC)
 
 
 def _timing_rows(workspace: Path) -> list[dict[str, Any]]:
@@ -105,7 +121,7 @@ def _commands(block: Block) -> str:
     return "\n".join(line for line in lines if line and not line.startswith("#"))
 
 
-EXECUTED = [b for b in shell_blocks(README) if b.not_run is None]
+EXECUTED = [b for doc in RUN_DOCS for b in shell_blocks(doc) if b.not_run is None]
 
 
 @pytest.fixture(scope="module")
@@ -126,22 +142,24 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_every_shell_block_is_run_or_says_why_not() -> None:
-    blocks = shell_blocks(README)
-    for block in blocks:
-        if block.not_run is not None:
-            assert block.not_run, f"{block.where}: a `not run by tests` marker must give its reason"
-    assert stray_markers(README) == [], "markers that sit above no shell block"
-    # The quickstart's commands are among those run, not marked away.
+    for doc in RUN_DOCS:
+        for block in shell_blocks(doc):
+            if block.not_run is not None:
+                assert block.not_run, f"{block.where}: a `not run by tests` marker must give its reason"
+        assert stray_markers(doc) == [], f"{doc.relative_to(REPO)}: markers that sit above no shell block"
+    # The quickstart's commands are among those run, not marked away, and so is the FSDP2 example's.
     run_commands = {_commands(b) for b in EXECUTED}
     assert set(SCENARIOS) <= run_commands, set(SCENARIOS) - run_commands
+    assert any(b.path == WORKLOADS_DOC and "my_fsdp_bench:make_workload" in b.text for b in EXECUTED)
     # `make test` is this suite: running it from here would recurse.
     assert all("make test" not in b.text for b in EXECUTED)
 
 
-@pytest.mark.parametrize("doc", [CI_DOC, *LINKED_DOCS[2:]], ids=lambda p: str(p.relative_to(REPO)))
+@pytest.mark.parametrize("doc", MARKED_DOCS, ids=lambda p: str(p.relative_to(REPO)))
 def test_no_other_document_has_a_shell_block_nobody_runs(doc: Path) -> None:
     """docs/ci.md's commands are its jobs' steps (test_ci_jobs.py runs them); the cluster documents'
-    commands need a cluster. A shell block there must say why no test runs it."""
+    commands need a cluster; the other pages' need a server, the network or minutes (a test elsewhere
+    runs each, as its marker says). A shell block there must say why no test runs it."""
     unmarked = [b.where for b in shell_blocks(doc) if not b.not_run]
     assert unmarked == []
     assert stray_markers(doc) == []
@@ -157,9 +175,16 @@ def test_the_first_screen_says_what_to_run_and_what_each_verdict_asks_of_you() -
     assert "Kubeflow" not in first_screen  # the cluster comes later, for those who have one
 
 
+def test_the_config_reference_is_among_the_loaded_files() -> None:
+    """docs/configuration.md's file, with every default, is loaded below: the parametrisation cannot
+    lose it without failing here."""
+    (block,) = [b for b in code_blocks(CONFIG_DOC) if b.lang == "toml"]
+    assert "[gate.ab]" in block.text and "[gate.tolerances]" in block.text
+
+
 @pytest.mark.parametrize(
     "block",
-    [b for path in (README, CI_DOC) for b in code_blocks(path) if b.lang == "toml"],
+    [b for path in CONFIG_DOCS for b in code_blocks(path) if b.lang == "toml"],
     ids=lambda b: b.where,
 )
 def test_documented_config_files_load(block: Block, tmp_path: Path) -> None:

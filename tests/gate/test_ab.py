@@ -9,14 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from harness import make_config
+from stack_repo import commit
 
 from benchgate.kit.files import read_json
-from benchgate.measure.launch import run_bench
+from benchgate.measure.launch import stage_bench
 from benchgate.measure.stage import stage_env
 from benchgate.results.bundle import load_bundle
 from benchgate.store.baseline import save_baseline
-from conftest import make_config
-from stack_repo import commit
 
 # As the `repo` fixture (conftest.py) writes bench.toml: small A/B rounds, a few seconds each.
 AB_CONFIG = "[gate.ab]\nsteps = 12\nmin_measured_s = 0.2\nwarmup = 2\nmin_rounds = 3\nmax_rounds = 5\n"
@@ -66,7 +66,7 @@ def stored_baseline(repo: Path, runs: int) -> None:
     for i in range(runs):
         measured = repo / f"out-base{i}"
         stage_env(measured, cwd=repo, branch="main", config=config)
-        run_bench(config, 1, measured, source_paths=(repo,))
+        stage_bench(config, 1, measured, source_paths=(repo,))
         save_baseline(load_bundle(measured), config.gate.baseline_dir, "the base code")
 
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from harness import make_config
 
 from benchgate.ab.round_plan import launch_order
 from benchgate.ab.runner import AB_FILE, Side, run_ab
 from benchgate.kit.files import read_json
-from benchgate.measure.launch import run_bench
-from conftest import make_config
+from benchgate.measure.launch import stage_bench
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +55,7 @@ def test_rounds_draw_the_first_launch_cover_the_period_and_count_stalls(tmp_path
     # Rounds 1-3 draw their first launch from seeds 1-3: the candidate first, then the base.
     assert [launch_order(config.bench.seed + i) for i in (1, 2, 3)] == ["BA", "BA", "AB"]
     out = tmp_path / "run"
-    bench = read_json(run_bench(config, 1, out, source_paths=(code,)))
+    bench = read_json(stage_bench(config, 1, out, source_paths=(code,)))
     assert bench["period_steps"] == PERIOD  # the bench states the workload's period for the A/B
 
     side = Side("same code", None, (code,))

@@ -6,10 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from harness import make_config
 
 from benchgate.errors import ConfigError
 from benchgate.measure import fingerprint
-from conftest import make_config
 
 
 @pytest.mark.slow

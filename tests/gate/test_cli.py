@@ -281,7 +281,7 @@ def test_cli_env_prints_the_machine_profile(tmp_path: Path) -> None:
 
 
 def test_mlflow_ui_hint_is_make_ui_only_in_a_checkout_that_serves_this_store(tmp_path: Path) -> None:
-    from benchgate.cli.tracking import mlflow_ui_command
+    from benchgate.cli.mlflow_access import mlflow_ui_command
     from benchgate.tracking.view import ui_url
 
     checkout = Path(__file__).resolve().parents[2]

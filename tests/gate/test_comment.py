@@ -1,4 +1,4 @@
-"""`benchgate comment` against a fake GitHub and GitLab (tests/fake_forge_server.py), and one real run
+"""`benchgate comment` against a fake GitHub and GitLab (tests/support/fake_forge_server.py), and one real run
 whose step summary, JUnit report and PR comment are what a CI user reads."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_forge_server import FakeForge, serve
 from typer.testing import CliRunner
 
 from benchgate.checks.compare import compare
 from benchgate.checks.stage import write_comparison
 from benchgate.cli.main import app
 from benchgate.config import Tolerances
-from fake_forge_server import FakeForge, serve
 from unit.test_compare import bundle
 
 TOKEN = "forge-token"

@@ -1,8 +1,8 @@
 """Creep with real runs: three commits, each slower than the last by about half the tolerance, each
 PASSing against the one before it, while the creep row FAILs against the pinned anchor.
 
-Real torchrun launches of real commits (tests/stack_repo.py: more layers, more compute in every step),
-measured and compared by the stage functions a gate run calls (`stage_env`, `run_bench`, `stage_compare`),
+Real torchrun launches of real commits (tests/support/stack_repo.py: more layers, more compute in every step),
+measured and compared by the stage functions a gate run calls (`stage_env`, `stage_bench`, `stage_compare`),
 which skip what a whole `benchgate run` adds around them (the pipeline, the report, MLflow) and keep this
 test to six launches. On a 2-core host shared with other jobs, launches of one commit differ by 10% to
 35% (the raw figure, which a PASS needs too, by the most), so the tolerance is 80% and the confidence
@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
+from harness import make_config
+from stack_repo import git, stack_history
 
 from benchgate.ab import creep_ab
 from benchgate.ab.runner import Side
@@ -25,14 +27,12 @@ from benchgate.ab.stage import stage_ab, worlds_for_ab
 from benchgate.checks.stage import stage_compare
 from benchgate.config import RunConfig
 from benchgate.kit.files import read_json, write_json
-from benchgate.measure.launch import run_bench
+from benchgate.measure.launch import stage_bench
 from benchgate.measure.stage import stage_env
 from benchgate.results.bundle import load_bundle
 from benchgate.results.comparison import CREEP, TIMING, Comparison, load_comparison
 from benchgate.store.anchor import save_anchor
 from benchgate.store.baseline import find_baseline, save_baseline
-from conftest import make_config
-from stack_repo import git, stack_history
 
 # Layers per commit: every step about 2.2 times as long as at the commit before (tokens/s -55%).
 LAYERS = [8, 18, 40, 88]
@@ -42,7 +42,7 @@ def measure(config: RunConfig, repo: Path, sha: str, out: Path) -> Path:
     """One real run of commit `sha`: env.json (this machine, that commit), then the bench at ws=1."""
     git(repo, "checkout", "-q", sha)
     stage_env(out, cwd=repo, branch="main", config=config)
-    run_bench(config, 1, out, source_paths=(repo,))
+    stage_bench(config, 1, out, source_paths=(repo,))
     return out
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from benchgate.errors import ConfigError
-from benchgate.measure.evaluate import run_eval
-from benchgate.measure.trace import run_trace
+from benchgate.measure.evaluate import stage_eval
+from benchgate.measure.trace import stage_trace
 
 TINY = {"workload_args": {"size": "tiny"}, "workload": "benchgate.workloads.gpt:make_workload"}
 
@@ -25,8 +25,8 @@ def _numbers(result: dict[str, object]) -> str:
 @pytest.mark.slow
 def test_eval_is_bit_for_bit_repeatable(config_factory, tmp_path: Path) -> None:
     config = config_factory(bench=TINY, eval={"enabled": True, "train_steps": 30})
-    first = run_eval(config, tmp_path / "a.json")
-    second = run_eval(config, tmp_path / "b.json")
+    first = stage_eval(config, tmp_path / "a.json")
+    second = stage_eval(config, tmp_path / "b.json")
     assert _numbers(first) == _numbers(second)
     assert first["perplexity"] == second["perplexity"]  # exact float equality, not approx
     assert 1.0 < first["perplexity"] < 256.0
@@ -36,19 +36,19 @@ def test_eval_is_bit_for_bit_repeatable(config_factory, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_eval_changes_when_the_training_changes(config_factory, tmp_path: Path) -> None:
-    base = run_eval(config_factory(bench=TINY, eval={"train_steps": 20}), tmp_path / "a.json")
-    other = run_eval(config_factory(bench=TINY, eval={"train_steps": 20, "seed": 7}), tmp_path / "b.json")
+    base = stage_eval(config_factory(bench=TINY, eval={"train_steps": 20}), tmp_path / "a.json")
+    other = stage_eval(config_factory(bench=TINY, eval={"train_steps": 20, "seed": 7}), tmp_path / "b.json")
     assert base["perplexity"] != other["perplexity"]
 
 
 def test_eval_is_skipped_with_a_reason_for_workloads_without_the_hook(config_factory, tmp_path: Path) -> None:
-    result = run_eval(config_factory(), tmp_path / "eval.json")
+    result = stage_eval(config_factory(), tmp_path / "eval.json")
     assert "no eval hook" in result["skipped"]
 
 
 def test_eval_seq_len_longer_than_the_model_is_a_config_error(config_factory, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"eval\.seq_len: got 4096"):
-        run_eval(config_factory(bench=TINY, eval={"seq_len": 4096}), tmp_path / "eval.json")
+        stage_eval(config_factory(bench=TINY, eval={"seq_len": 4096}), tmp_path / "eval.json")
 
 
 @pytest.mark.slow
@@ -56,7 +56,7 @@ def test_trace_loads_in_torch_tb_profiler_with_the_step_ranges(config_factory, t
     from torch_tb_profiler.io import Cache
     from torch_tb_profiler.profiler.loader import RunLoader
 
-    summary = run_trace(config_factory(bench=TINY), tmp_path / "trace")
+    summary = stage_trace(config_factory(bench=TINY), tmp_path / "trace")
     assert len(summary["files"]) == 1, "repeat=1 must give exactly one trace file"
     written = tmp_path / "trace" / summary["files"][0]
     assert written.name.endswith(".pt.trace.json.gz")

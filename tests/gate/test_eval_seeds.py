@@ -11,7 +11,7 @@ import pytest
 
 from benchgate.checks.quality import eval_checks
 from benchgate.config import RunConfig
-from benchgate.measure.evaluate import run_eval
+from benchgate.measure.evaluate import stage_eval
 from benchgate.results.bundle import Bundle
 
 GPT = "benchgate.workloads.gpt:make_workload"
@@ -41,9 +41,9 @@ def _statuses(base: dict[str, Any], current: dict[str, Any], config: RunConfig) 
 @pytest.mark.slow
 def test_a_neutral_draw_passes_and_a_worse_model_fails(config_factory: Any, tmp_path: Path) -> None:
     # The baseline draws once more before its weights; the candidate (the reference GPT) does not.
-    base = run_eval(_config(config_factory, "bg_eval_workloads:extra_draw", {}), tmp_path / "base.json")
+    base = stage_eval(_config(config_factory, "bg_eval_workloads:extra_draw", {}), tmp_path / "base.json")
     neutral_config = _config(config_factory, GPT, {"size": "tiny"})
-    neutral = run_eval(neutral_config, tmp_path / "neutral.json", baseline_eval=base)
+    neutral = stage_eval(neutral_config, tmp_path / "neutral.json", baseline_eval=base)
     # Its first seed alone is far out of band (a deterministic threshold FAILed it), so three ran.
     assert neutral["more_seeds"].startswith("3 seeds: seed 1234 is out of band")
     assert [s["seed"] for s in neutral["seeds"]] == [1234, 1235, 1236]
@@ -57,20 +57,20 @@ def test_a_neutral_draw_passes_and_a_worse_model_fails(config_factory: Any, tmp_
     }
     # A tenth of the learning rate: the same steps learn far less, on every seed.
     worse_config = _config(config_factory, GPT, {"size": "tiny", "lr": 3e-4})
-    worse = run_eval(worse_config, tmp_path / "worse.json", baseline_eval=base)
+    worse = stage_eval(worse_config, tmp_path / "worse.json", baseline_eval=base)
     assert len(worse["seeds"]) == 3
     assert _statuses(base, worse, worse_config)["perplexity (held-out)"] == "FAIL"
 
 
 def test_extra_seeds_leave_the_first_seed_bit_identical(config_factory: Any, tmp_path: Path) -> None:
     config = _config(config_factory, GPT, {"size": "tiny"}, train_steps=2, seeds=2)
-    alone = run_eval(config, tmp_path / "alone.json")
+    alone = stage_eval(config, tmp_path / "alone.json")
     assert alone["more_seeds"].startswith("one seed: no machine profile given")
     assert all(len(p["items"]) == p["total"] for p in alone["probes"].values())
     # A baseline far better than anything 2 steps learn: the first seed is out of band.
     stored = {**alone, "perplexity": alone["perplexity"] / 2}
     del stored["seeds"]
-    more = run_eval(config, tmp_path / "more.json", baseline_eval=stored)
+    more = stage_eval(config, tmp_path / "more.json", baseline_eval=stored)
     assert [s["seed"] for s in more["seeds"]] == [1234, 1235]
     assert more["perplexity"] == alone["perplexity"]  # exact: the first seed is the same model
     assert more["probes"] == alone["probes"]

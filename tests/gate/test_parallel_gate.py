@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from harness import make_config
 
 from benchgate.ab.runner import Side, run_ab
 from benchgate.kit.files import read_json
-from conftest import make_config
 
 pytestmark = pytest.mark.slow
 

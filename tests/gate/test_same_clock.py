@@ -10,11 +10,11 @@ import statistics
 from pathlib import Path
 
 import pytest
+from harness import make_config
 
 from benchgate.ab.runner import Side, run_ab
 from benchgate.kit.files import read_json
-from benchgate.measure.launch import run_bench
-from conftest import make_config
+from benchgate.measure.launch import stage_bench
 
 pytestmark = pytest.mark.slow
 
@@ -53,7 +53,7 @@ def test_a_host_side_slowdown_moves_bench_and_ab_alike(tmp_path: Path) -> None:
     )
     rates = {}
     for name, code in (("base", base), ("candidate", candidate)):
-        metrics = read_json(run_bench(config, 1, tmp_path / f"bench-{name}", source_paths=(code,)))
+        metrics = read_json(stage_bench(config, 1, tmp_path / f"bench-{name}", source_paths=(code,)))
         assert metrics["sync_every"] == 3
         rates[name] = metrics["tokens_per_s"]["p50"]
     bench_change = 100 * (rates["candidate"] / rates["base"] - 1)

@@ -14,9 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from conftest import MLFLOW_SERVER_ROOTS
 from fake_kfp_server import FakeKfp, Scenario, serve
+from harness import MLFLOW_SERVER_ROOTS
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
-"""A/B layouts with real runs: two commits of a git repository (tests/stack_repo.py: more layers, more
+"""A/B layouts with real runs: two commits of a git repository (tests/support/stack_repo.py: more layers, more
 compute in every step), real torchrun launches on this CPU, no stand-ins.
 
-- sequential, through the A/B stage a gate run calls (`stage_env`, `run_bench`, `stage_compare`, then
+- sequential, through the A/B stage a gate run calls (`stage_env`, `stage_bench`, `stage_compare`, then
   `stage_ab`): a candidate with 20% more layers FAILs, one launch per side per round in A B | B A order,
   and the row says which layout ran;
 - sequential, unchanged code PASSes.
@@ -27,17 +27,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import make_config
+from stack_repo import commit
 
 from benchgate.ab.runner import AB_FILE, Side, run_ab
 from benchgate.ab.stage import stage_ab
 from benchgate.checks.stage import stage_compare
 from benchgate.config import RunConfig
 from benchgate.kit.files import read_json
-from benchgate.measure.launch import run_bench
+from benchgate.measure.launch import stage_bench
 from benchgate.measure.source import checkout, import_paths
 from benchgate.measure.stage import stage_env
-from conftest import make_config
-from stack_repo import commit
 
 LAYERS = 15
 SLOWER = 18  # +20% layers: about -16% to -21% tokens/s on this host (A/B)
@@ -106,7 +106,7 @@ def test_sequential_ab_fails_a_commit_with_a_fifth_more_layers(repo: Path, tmp_p
     # The candidate's run as a gate run measures it, up to the A/B: env, bench, compare (no baseline: NEW).
     run_dir = tmp_path / "run"
     stage_env(run_dir, cwd=repo, branch="main", config=config)
-    run_bench(config, 1, run_dir, source_paths=(repo,))
+    stage_bench(config, 1, run_dir, source_paths=(repo,))
     stage_compare(config, run_dir)
     comparison = stage_ab(
         config, run_dir, [1], side(repo, base, "base", tmp_path), side(repo, slower, "candidate", tmp_path)

@@ -45,7 +45,7 @@ SUITE_HEADER = """\
 name = "models"
 config = "bench.toml"
 """
-# The README's suite example, with a 20-step eval (its 100 steps take minutes here): the reference model
+# docs/suites.md's suite example, with a 20-step eval (its 100 steps take minutes here): the reference model
 # at two batch sizes, each with its eval, so both panels of the Pareto view have both entries.
 GPT_ENTRIES = """
 [[entries]]
@@ -299,7 +299,7 @@ def test_a_suite_file_that_is_not_one_runs_nothing(tmp_path: Path) -> None:
 def test_a_tracking_server_that_is_down_costs_a_warning_not_the_results_or_the_exit_code(
     tmp_path: Path,
 ) -> None:
-    from conftest import free_port
+    from harness import free_port
 
     suite = write_suite(tmp_path, "down", SLEEPY_ENTRY)
     # Give up on the dead server within a second, in the entry's gate run and for the suite run.

@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from stack_repo import git
 from test_ab import run, stored_baseline, timing_row
 
 from benchgate.kit.files import read_json
-from stack_repo import git
 
 # `layers` layers on every step; every `every`-th step also runs `extra` more (a periodic job's cost).
 WORKLOAD = """

@@ -1,8 +1,9 @@
 """The workload contract is checked by the pipeline's first task (env), before any bench: a breach fails
 the run with exit 2 within seconds, naming the member and the value.
 
-The workloads are real ones that break one rule each (tests/bg_test_workloads.py). One case goes through
-`benchgate run` as a user runs it; the others call the env task's function itself, as its component does.
+The workloads are real ones that break one rule each (tests/support/bg_test_workloads.py). One case goes
+through `benchgate run` as a user runs it; the others call the env task's function itself, as its component
+does.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from benchgate.kfp.params import parameters_from_config
 from benchgate.kfp.task_harness import ERROR_FILE
 from benchgate.kfp.tasks import env_task
 from benchgate.kit.files import read_json
-from benchgate.measure.launch import run_bench
+from benchgate.measure.launch import stage_bench
 
 FAST = ["--steps", "15", "--warmup", "2", "--world-sizes", "1", "--no-eval", "--no-trace", "--no-tracking"]
 
@@ -159,7 +160,7 @@ def test_the_bench_itself_refuses_a_loss_of_shape_1_as_bad_input(config_factory:
     # checkout, which no env task has seen. It reads no value and runs after the timed steps.
     config = config_factory(bench={"workload": "bg_test_workloads:loss_shape_one", "warmup": 1})
     with pytest.raises(BadInputError) as info:
-        run_bench(config, 1, tmp_path / "out")
+        stage_bench(config, 1, tmp_path / "out")
     assert (
         "rank 0 failed: WorkloadError: bench.workload: loss-shape-one: workload member `loss` has shape [1]"
         in (str(info.value))

@@ -12,14 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from operator_harness import (  # cluster, fake_kfp, kmock_options: fixtures
-    TEST_CLIENT,
-    Cluster,
-    cluster,
-    fake_kfp,
-    kmock_options,
-    run_manifest,
-)
+from operator_harness import TEST_CLIENT, Cluster, run_manifest
 
 from benchgate.controller.settings import API_RETRY_BACKOFFS_S
 

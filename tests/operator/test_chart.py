@@ -775,8 +775,8 @@ def test_configmap_carries_exactly_the_documented_settings(chart: helm_python.Ch
 def test_controller_parses_what_the_chart_renders(chart: helm_python.Chart) -> None:
     # Imported here: a broken controller module fails this test, not the whole file.
     from benchgate.controller import settings as settings_module
-    from benchgate.controller.admin_policy import Policy
-    from benchgate.controller.resources import Toleration
+    from benchgate.controller.decide.admin_policy import Policy
+    from benchgate.controller.spec.resources import Toleration
 
     values = VARIANTS["everything"]
     objects = render(chart, values)

@@ -13,14 +13,11 @@ from typing import Any
 
 import aiohttp
 import pytest
-from operator_harness import (  # cluster, fake_kfp, kmock_options: fixtures
+from operator_harness import (
     POLL_S,
     SHA,
     TEST_CLIENT,
     Cluster,
-    cluster,
-    fake_kfp,
-    kmock_options,
     refused_statuses,
     run_manifest,
     schema_errors,
@@ -29,7 +26,7 @@ from operator_harness import (  # cluster, fake_kfp, kmock_options: fixtures
 )
 
 from benchgate.controller.access import FINALIZER, KOPF_DEFAULT_FINALIZER
-from benchgate.controller.status import kfp_run_name
+from benchgate.controller.spec.status import kfp_run_name
 
 pytestmark = pytest.mark.asyncio
 

@@ -11,14 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from operator_harness import (  # cluster, fake_kfp, kmock_options: fixtures
-    Cluster,
-    cluster,
-    fake_kfp,
-    kmock_options,
-    run_manifest,
-    schema_errors,
-)
+from operator_harness import Cluster, run_manifest, schema_errors
 
 pytestmark = pytest.mark.asyncio
 

@@ -1,19 +1,13 @@
 """The controller against a KFP that a production Kubeflow runs: multi-user (every experiment in a
 profile namespace) and reached with a projected ServiceAccount token that the kubelet rotates. Through
-the real controller, the emulated API server and the FAKE KFP server (tests/fake_kfp_server.py)."""
+the real controller, the emulated API server and the FAKE KFP server (tests/support/fake_kfp_server.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from operator_harness import (  # cluster, fake_kfp, kmock_options: fixtures
-    Cluster,
-    cluster,
-    fake_kfp,
-    kmock_options,
-    run_manifest,
-)
+from operator_harness import Cluster, run_manifest
 
 pytestmark = pytest.mark.asyncio
 

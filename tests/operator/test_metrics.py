@@ -9,7 +9,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from operator_harness import Cluster, cluster, fake_kfp, kmock_options, run_manifest
+from operator_harness import Cluster, run_manifest
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.asyncio

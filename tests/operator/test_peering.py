@@ -23,15 +23,14 @@ import aiohttp
 import kopf
 import pytest
 import pytest_asyncio
-from operator_harness import (  # fake_kfp, kmock_options: fixtures
+from fake_kfp_server import FakeKfp
+from operator_harness import (
     POLL_S,
     REPO,
     TEST_CLIENT,
     Cluster,
     FastClock,
-    fake_kfp,
     forbidden_requests,
-    kmock_options,
     load_yaml,
     refused_statuses,
     run_manifest,
@@ -43,7 +42,6 @@ from benchgate.controller.access import GROUP, PEERING_GROUP, VERSION, required_
 from benchgate.controller.main import ControllerThread, build
 from benchgate.controller.settings import ControllerSettings
 from benchgate.kfp.api import Connection
-from fake_kfp_server import FakeKfp
 
 pytestmark = pytest.mark.asyncio
 

@@ -10,18 +10,12 @@ from typing import Any
 
 import pytest
 from kmock import action
-from operator_harness import (  # cluster, fake_kfp, kmock_options: fixtures
-    Cluster,
-    cluster,
-    fake_kfp,
-    kmock_options,
-    run_manifest,
-)
+from operator_harness import Cluster, run_manifest
 
 from benchgate.controller.access import GROUP, VERSION
-from benchgate.controller.admin_policy import Policy
-from benchgate.controller.resources import Toleration
-from benchgate.controller.schedule import SCHEDULE_LABEL
+from benchgate.controller.decide.admin_policy import Policy
+from benchgate.controller.decide.schedule import SCHEDULE_LABEL
+from benchgate.controller.spec.resources import Toleration
 
 pytestmark = pytest.mark.asyncio
 

@@ -11,19 +11,11 @@ import json
 from typing import Any
 
 import pytest
-from operator_harness import (  # cluster, fake_kfp, kmock_options: fixtures
-    TEST_CLIENT,
-    Cluster,
-    cluster,
-    fake_kfp,
-    kmock_options,
-    run_manifest,
-    verb_of,
-)
+from fake_kfp_server import FakeKfp
+from operator_harness import TEST_CLIENT, Cluster, run_manifest, verb_of
 
 from benchgate.controller.access import FINALIZER
-from benchgate.controller.status import kfp_run_name
-from fake_kfp_server import FakeKfp
+from benchgate.controller.spec.status import kfp_run_name
 
 pytestmark = pytest.mark.asyncio
 

@@ -19,13 +19,13 @@ import pytest
 import yaml
 from operator_harness import REPO, load_yaml, schema_errors
 
-from benchgate.controller.resources import (
+from benchgate.controller.decide.schedule import check_schedule, run_manifest
+from benchgate.controller.spec.resources import (
     BenchmarkRunSpec,
     BenchmarkScheduleSpec,
     parse_spec,
     pipeline_arguments,
 )
-from benchgate.controller.schedule import check_schedule, run_manifest
 from benchgate.errors import ConfigError
 from benchgate.kfp.run_request import pipeline_parameter_names
 

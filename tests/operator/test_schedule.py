@@ -10,18 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import (  # cluster, fake_kfp, kmock_options: fixtures
-    POLL_S,
-    TEST_CLIENT,
-    Cluster,
-    cluster,
-    fake_kfp,
-    kmock_options,
-    verb_of,
-)
+from operator_harness import POLL_S, TEST_CLIENT, Cluster, verb_of
 
 from benchgate.controller.access import GROUP, VERSION
-from benchgate.controller.schedule import SCHEDULE_LABEL
+from benchgate.controller.decide.schedule import SCHEDULE_LABEL
 
 pytestmark = pytest.mark.asyncio
 # 120x: a cron time of every minute comes every 0.5 s of real time.

@@ -12,13 +12,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from operator_harness import (  # cluster, fake_kfp, kmock_options: fixtures
-    Cluster,
-    cluster,
-    fake_kfp,
-    kmock_options,
-)
-from test_schedule import finish, git, owned, repository, schedule_manifest
+from harness import free_port
+from operator_harness import Cluster
+from test_schedule import finish, git, owned, schedule_manifest
 
 from benchgate.config import parse_config
 from benchgate.controller.access import GROUP, VERSION
@@ -27,7 +23,6 @@ from benchgate.results.comparison import Check, Comparison
 from benchgate.store import spool
 from benchgate.tracking import client as tracking
 from benchgate.tracking.record import log_entry
-from conftest import free_port
 
 pytestmark = pytest.mark.asyncio
 PROFILE = "cpu-nightly-x8_torch2.9.0"

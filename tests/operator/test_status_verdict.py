@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from mlflow import MlflowClient
-from operator_harness import Cluster, cluster, fake_kfp, kmock_options, run_manifest
+from operator_harness import Cluster, run_manifest
 
 from benchgate.tracking.client import TAG_KFP_RUN_ID
 

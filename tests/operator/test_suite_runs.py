@@ -9,23 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import (  # cluster, fake_kfp, kmock_options: fixtures
-    Cluster,
-    cluster,
-    fake_kfp,
-    kmock_options,
-    run_manifest,
-    schema_errors,
-)
+from operator_harness import Cluster, run_manifest, schema_errors
 
 from benchgate.config import parse_config
-from benchgate.controller.resources import (
+from benchgate.controller.decide.schedule import run_manifest as schedule_run
+from benchgate.controller.spec.resources import (
     BenchmarkRunSpec,
     BenchmarkScheduleSpec,
     parse_spec,
     pipeline_arguments,
 )
-from benchgate.controller.schedule import run_manifest as schedule_run
 from benchgate.errors import ConfigError
 from benchgate.kfp.run_request import pipeline_parameter_names
 from benchgate.tracking import client as tracking
@@ -147,7 +140,7 @@ async def test_a_suite_runs_verdict_is_its_suite_parents_worst(
     await cluster.create(run_manifest("suite-2", suite=SUITE, mlflowExperiment="suites-on-k8s"))
     await cluster.phase("suite-2", "Running")
     kfp_run_id = cluster.status("suite-2")["kfpRunId"]
-    # What the suite gate of that KFP run logs: a FAIL entry and a PASS one (kfp/suite_task.py).
+    # What the suite gate of that KFP run logs: a FAIL entry and a PASS one (kfp/suite/task.py).
     tracker = tracking.connect(
         parse_config(
             {"tracking": {"uri": mlflow_server, "experiment": "suites-on-k8s", "local_dir": str(tmp_path)}}

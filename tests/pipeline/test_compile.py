@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from benchgate import __version__
-from benchgate.kfp.bisect_pipeline import BISECT_PIPELINE_FILE
+from benchgate.kfp.bisect.pipeline import BISECT_PIPELINE_FILE
 from benchgate.kfp.compile import COMPONENTS_DIR, PIPELINE_FILE, sorted_header
-from benchgate.kfp.suite_pipeline import SUITE_PIPELINE_FILE
+from benchgate.kfp.suite.pipeline import SUITE_PIPELINE_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 PLACEHOLDER = re.compile(r"\{\{\$\.inputs\.parameters\['([^']+)'\]\}\}")

@@ -8,18 +8,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import make_config
 
 from benchgate.checks.stage import stage_compare
 from benchgate.kfp.local_run import run_gate
 from benchgate.kfp.tasks import LOCAL_OUT_VARIABLE, gate_task, run_record
 from benchgate.kit.files import read_json, write_json
-from benchgate.measure.evaluate import run_eval
-from benchgate.measure.launch import run_bench
+from benchgate.measure.evaluate import stage_eval
+from benchgate.measure.launch import stage_bench
 from benchgate.measure.stage import stage_env
 from benchgate.results.bundle import load_bundle
 from benchgate.results.comparison import Check, Comparison, Status
 from benchgate.store.baseline import save_baseline
-from conftest import make_config
 
 TASKS = {"capture-env", "bench", "bench-2", "evaluate", "trace", "compare", "gate"}
 
@@ -50,14 +50,14 @@ def test_local_pipeline_verdict_equals_the_stages_called_directly(
     base = tmp_path / "base"
     stage_env(base, config=config)
     for ws in (1, 2):
-        run_bench(config, ws, base)
+        stage_bench(config, ws, base)
     save_baseline(load_bundle(base), config.gate.baseline_dir, "an earlier run")
     outcome = run_gate(config)
 
     direct = tmp_path / "direct"
     stage_env(direct, config=config)
     for ws in (1, 2):
-        run_bench(config, ws, direct)
+        stage_bench(config, ws, direct)
     direct_comparison, _, _ = stage_compare(config, direct)
 
     # One baseline run: the screen cannot know the run-to-run noise yet, and says so on both paths.
@@ -86,7 +86,7 @@ def test_local_pipeline_eval_equals_run_eval_bit_for_bit(
     # The session's whole pipeline run (conftest.logged_gate_run: gpt-tiny, eval and trace on).
     config, outcome = logged_gate_run["config"], logged_gate_run["outcome"]
     piped = read_json(outcome.out_dir / "eval.json")
-    direct = run_eval(config, tmp_path / "direct-eval.json")
+    direct = stage_eval(config, tmp_path / "direct-eval.json")
     assert piped["perplexity"] == direct["perplexity"]
     assert piped["probes"] == direct["probes"]
     assert list((outcome.out_dir / "trace").glob("*.pt.trace.json.gz"))
@@ -154,7 +154,7 @@ def test_gate_task_fails_the_run_on_a_cluster_and_reports_the_verdict_locally(
     summary = read_json(tmp_path / "local-summary")
     assert (summary["verdict"], summary["exit_code"]) == (status, code)
     # A suite's entry on a cluster: the verdict is recorded and the task succeeds; the suite gate, after
-    # the last entry, fails the suite's run (kfp/suite_pipeline.py).
+    # the last entry, fails the suite's run (kfp/suite/pipeline.py).
     monkeypatch.delenv(LOCAL_OUT_VARIABLE)
     write_json(results / "run.json", run_record("4f1c-uuid", "benchgate-suite-abc", "sleepy-b8"))
     gate_task(str(results), str(tmp_path / "entry-summary"))

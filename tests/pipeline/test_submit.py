@@ -1,4 +1,4 @@
-"""`benchgate submit` / `make submit` against a FAKE KFP API server (see tests/fake_kfp_server.py).
+"""`benchgate submit` / `make submit` against a FAKE KFP API server (see tests/support/fake_kfp_server.py).
 
 The fake is the one stand-in of the suite: a KFP API server cannot run here. It speaks the v2beta1 REST
 endpoints kfp.Client calls, so everything on our side (kfp.Client, the compiled pipeline package,
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_kfp_server import FakeKfp, Scenario, serve
 
 from benchgate.errors import ConfigError
 from benchgate.kfp.api import Connection, KfpApi, attempt_number, connection_from_env
@@ -29,7 +30,6 @@ from benchgate.kfp.run_request import (
     run_name_for,
 )
 from benchgate.kfp.submit import SubmitOutcome, load_package, submit
-from fake_kfp_server import FakeKfp, Scenario, serve
 
 REPO = Path(__file__).resolve().parents[2]
 SHA = "0123456789abcdef0123456789abcdef01234567"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from benchgate.config import parse_config
-from benchgate.kfp.suite_entries import checked_entries, entry_parameter, entry_run_key
-from benchgate.kfp.suite_pipeline import SUITE_PIPELINE_NAME, suite_pipeline
+from benchgate.kfp.suite.pipeline import SUITE_PIPELINE_NAME, suite_pipeline
+from benchgate.kfp.suite_entry import checked_entries, entry_parameter, entry_run_key
 from benchgate.kit.files import read_json
 from benchgate.tracking import client as tracking
 from benchgate.tracking.client import TAG_KFP_RUN_ID, TAG_PARENT, TAG_VERDICT, TAG_WORKLOAD

@@ -1,5 +1,5 @@
 """`benchgate submit --suite` / `make submit SUITE=` against the FAKE KFP API server
-(tests/fake_kfp_server.py), with a real `mlflow server` where the suite's exit code is read back."""
+(tests/support/fake_kfp_server.py), with a real `mlflow server` where the suite's exit code is read back."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fake_kfp_server import FakeKfp, Scenario, serve
 
 from benchgate.config import parse_config
 from benchgate.tracking import client as tracking
 from benchgate.tracking.suite_record import log_suite
 from benchgate.tracking.suite_runs import mark_suite_run
-from fake_kfp_server import FakeKfp, Scenario, serve
 
 REPO = Path(__file__).resolve().parents[2]
 SHA = "0123456789abcdef0123456789abcdef01234567"

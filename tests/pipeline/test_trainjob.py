@@ -1,4 +1,4 @@
-"""The multi-node launcher (kfp/trainjob.py) against kmock's emulated Kubernetes API, with the TrainJob
+"""The multi-node launcher (kfp/trainjob/job.py) against kmock's emulated Kubernetes API, with the TrainJob
 resource of Kubeflow Trainer registered and the Trainer played by the test: it reads the TrainJob the
 launcher created, creates node 0's pod (and other pods the launcher must not mistake for it), serves
 the pods' logs and sets the TrainJob's status, as the Trainer's controller and the kubelet would.
@@ -33,8 +33,8 @@ from kubeflow_trainer_api import models
 
 from benchgate.config import RunConfig
 from benchgate.errors import ConfigError, RunFailedError
-from benchgate.kfp.trainjob import RUN_KEY, Nodes, launch, trainjob_manifest, trainjob_name
-from benchgate.kfp.trainjob_client import GROUP, PLURAL, VERSION, TrainJobs
+from benchgate.kfp.trainjob.client import GROUP, PLURAL, VERSION, TrainJobs
+from benchgate.kfp.trainjob.job import RUN_KEY, Nodes, launch, trainjob_manifest, trainjob_name
 from benchgate.kit import log_payload
 
 pytestmark = pytest.mark.asyncio
@@ -390,8 +390,8 @@ async def test_a_complete_trainjob_whose_log_lost_the_block_is_a_clear_failure(
 LAUNCHER = """
 import sys
 from pathlib import Path
-from benchgate.kfp.trainjob import launch
-from benchgate.kfp.trainjob_client import TrainJobs
+from benchgate.kfp.trainjob.job import launch
+from benchgate.kfp.trainjob.client import TrainJobs
 from test_trainjob import CONFIG, NAMESPACE, NODES, RUN_KEY_VALUE, SOURCE
 jobs = TrainJobs(NAMESPACE, host=sys.argv[1])
 launch(CONFIG, SOURCE, 2, Path(sys.argv[2]), NODES, RUN_KEY_VALUE, jobs, poll_s=0.05)

@@ -1,4 +1,4 @@
-"""The pipeline's multi-node bench task (`multinode_task.bench_multinode_task`, the body of the `bench ws=N
+"""The pipeline's multi-node bench task (`trainjob/task.bench_multinode_task`, the body of the `bench ws=N
 (TrainJob)` component) against kmock's emulated Kubernetes API, with the Trainer played by the test as in
 test_trainjob.py: from the env task's setup directory to the results directory compare reads.
 
@@ -28,11 +28,11 @@ from test_trainjob import (  # trainer: a fixture
 )
 
 from benchgate.config import RunConfig
-from benchgate.kfp.multinode_task import ab_on_one_node, bench_multinode_task
 from benchgate.kfp.params import SHM_SIZE_LIMIT, parameters_from_config
 from benchgate.kfp.tasks import _copy_results, env_task
-from benchgate.kfp.trainjob import trainjob_name
-from benchgate.kfp.trainjob_client import TrainJobs
+from benchgate.kfp.trainjob.client import TrainJobs
+from benchgate.kfp.trainjob.job import trainjob_name
+from benchgate.kfp.trainjob.task import ab_on_one_node, bench_multinode_task
 from benchgate.kit.files import read_json, write_json
 from benchgate.measure.env import usable_cpu_cores
 from benchgate.results.bundle import RUN_FILE, load_bundle

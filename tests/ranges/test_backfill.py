@@ -1,7 +1,7 @@
 """`benchgate backfill A..B` as a user runs it, in a real git repository: every commit of the range gated
 through the local pipeline (real torchrun, real compute) into the real `mlflow server`, then `benchgate
 history` finding the slower commit among them; a second backfill that has nothing left to run; `--submit`
-against the FAKE KFP server (tests/fake_kfp_server.py: a KFP cluster cannot run here); and bad input
+against the FAKE KFP server (tests/support/fake_kfp_server.py: a KFP cluster cannot run here); and bad input
 refused before anything runs."""
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_kfp_server import FakeKfp, Scenario, serve
 from mlflow import MlflowClient
+from stack_repo import commit, stack_history
 
 from benchgate.kit.files import read_json
 from benchgate.tracking import client as tracking
-from fake_kfp_server import FakeKfp, Scenario, serve
-from stack_repo import commit, stack_history
 
 REPOSITORY = "https://github.com/example/trainer.git"
 # Fast gate runs: one rank, 20 steps, no eval or trace. The culprit doubles the stack: every step slower.

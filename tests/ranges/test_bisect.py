@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
+from harness import free_port
+from stack_repo import git, stack_history
 from typer.testing import CliRunner
 
 from benchgate.cli.main import app
 from benchgate.kit.files import read_json
 from benchgate.ranges.worktrees import Worktrees, holds_module
-from conftest import free_port
-from stack_repo import git, stack_history
 
 # Small A/B rounds that decide a doubling of the work in 2-3 rounds: 60 steps a side (12 steps of a
 # few ms measured a bias of several % between identical commits on a busy host, 60 did not), and a

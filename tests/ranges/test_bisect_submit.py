@@ -1,6 +1,6 @@
 """`benchgate bisect --submit`: the whole bisection as one run of the `benchgate-bisect` pipeline.
 
-The CLI against the FAKE KFP server (tests/fake_kfp_server.py: a KFP cluster cannot run here): what it
+The CLI against the FAKE KFP server (tests/support/fake_kfp_server.py: a KFP cluster cannot run here): what it
 sends, that a second identical submit attaches, that bad input is refused before anything is sent,
 and `--wait` reading the result from the real MLflow server. Then the pipeline's one task for real,
 through kfp.local, on a file:// repository: a full clone, the bisect under torchrun, bisect.json in the
@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fake_kfp_server import FakeKfp, Scenario, serve
+from stack_repo import stack_history
 from typer.testing import CliRunner, Result
 
 from benchgate.cli.main import app
 from benchgate.kit.files import read_json, write_json
-from fake_kfp_server import FakeKfp, Scenario, serve
-from stack_repo import stack_history
 
 REPO = Path(__file__).resolve().parents[2]
 REPOSITORY = "https://github.com/example/trainer.git"
@@ -158,7 +158,7 @@ def test_the_pipeline_task_bisects_a_full_clone_and_wait_reads_its_mlflow_run(
     from kfp import local
 
     from benchgate.config import load_config
-    from benchgate.kfp.bisect_pipeline import bisect_pipeline
+    from benchgate.kfp.bisect.pipeline import bisect_pipeline
     from benchgate.tracking.bisection import log_bisection, logged_bisection
     from benchgate.tracking.client import TAG_KFP_RUN_ID, TAG_KIND, connect
 
@@ -218,7 +218,7 @@ def test_the_pipeline_task_bisects_a_full_clone_and_wait_reads_its_mlflow_run(
 
 
 def test_the_committed_bisect_pipeline_runs_one_uncached_task_on_the_gpu_pool() -> None:
-    from benchgate.kfp.bisect_pipeline import BISECT_PIPELINE_FILE
+    from benchgate.kfp.bisect.pipeline import BISECT_PIPELINE_FILE
 
     spec, platform = yaml.safe_load_all((REPO / BISECT_PIPELINE_FILE).read_text(encoding="utf-8"))
     assert spec["pipelineInfo"]["name"] == "benchgate-bisect"

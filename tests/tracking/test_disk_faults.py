@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import requests
+from harness import free_port, make_config
 from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 from test_spool_and_baselines import benchgate, runs_with_key, tracking_section
@@ -28,14 +29,13 @@ from benchgate.errors import DiskError, RunFailedError
 from benchgate.kfp.local_run import run_gate
 from benchgate.kit.diskfaults import is_disk_error, local_fault
 from benchgate.kit.files import read_json, write_json
-from benchgate.publish.stage import RUN_FILE, publish_run
+from benchgate.publish.stage import RUN_FILE, stage_publish
 from benchgate.results.bundle import load_bundle
 from benchgate.store import spool
 from benchgate.store.baseline import read_meta, save_baseline
 from benchgate.tracking import client as tracking
 from benchgate.tracking import record as tracking_record
 from benchgate.tracking.refresh import refresh_baseline
-from conftest import free_port, make_config
 
 Mount = Callable[..., Path]
 
@@ -274,7 +274,7 @@ def test_a_full_spool_fails_publishing_with_exit_3_and_leaves_no_half_entry(
         tracking=tracking_section(tmp_path, mlflow_server, "never-sent") | {"spool_dir": str(spool_dir)},
     )
     with pytest.raises(DiskError) as raised:
-        publish_run(config, run_dir)
+        stage_publish(config, run_dir)
     message = str(raised.value)
     assert f"cannot write the spool entry {spool_dir}/" in message and "No space left on device" in message
     assert sorted(p.name for p in spool_dir.iterdir()) == ["filler"]  # the staging copy is gone

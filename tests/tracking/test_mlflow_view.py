@@ -1,7 +1,7 @@
 """What a person sees of a gate run in MLflow: the experiment opens as model training on benchgate's
-columns, the run name and description carry the verdict, every metric is documented in the README's
-MLflow section, and the trace is stored once, gzipped. The gate run tests/tracking shares (gpt-tiny
-at ws=1 and 2, eval, trace) against a real `mlflow server`."""
+columns, the run name and description carry the verdict, every metric is documented in docs/mlflow.md's
+Metrics section, and the trace is stored once, gzipped. The gate run tests/tracking shares (gpt-tiny at
+ws=1 and 2, eval, trace) against a real `mlflow server`."""
 
 from __future__ import annotations
 
@@ -13,20 +13,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import REPO, make_config
 from mlflow import MlflowClient
 
 from benchgate.kit.files import read_json
 from benchgate.tracking.client import TAG_PARENT, connect
 from benchgate.tracking.view import EXPERIMENT_KIND, TAG_EXPERIMENT_KIND, TAG_VIEW
-from conftest import REPO, make_config
 
-DOC = REPO / "README.md"
+DOC = REPO / "docs" / "mlflow.md"
 # A row of the metrics table: | `name or pattern` | run | unit | meaning |
 ROW = re.compile(r"^\| `([^`]+)` \| (parent|bench|eval) \|", re.MULTILINE)
 
 
 def documented() -> dict[str, list[re.Pattern[str]]]:
-    """The metrics table of the README's MLflow section as patterns per run (`<N>`, `<name>`: one name
+    """The metrics table of docs/mlflow.md as patterns per run (`<N>`, `<name>`: one name
     segment)."""
     rows: dict[str, list[re.Pattern[str]]] = {"parent": [], "bench": [], "eval": []}
     for name, run in ROW.findall(DOC.read_text(encoding="utf-8")):

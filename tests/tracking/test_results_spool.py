@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import free_port
 from mlflow import MlflowClient
 from test_spool_and_baselines import benchgate, runs_with_key
 
@@ -23,7 +24,6 @@ from benchgate.kfp.params import CLUSTER_BASELINE_DIR
 from benchgate.kfp.tasks import bench_task, compare_task, env_task, gate_task
 from benchgate.kit.files import read_json
 from benchgate.store import spool
-from conftest import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import free_port, make_config
 from mlflow import MlflowClient
 
 from benchgate.config import parse_config
@@ -28,7 +29,6 @@ from benchgate.tracking import client as tracking
 from benchgate.tracking import read as tracking_read
 from benchgate.tracking.record import log_entry
 from benchgate.tracking.refresh import refresh_baseline
-from conftest import free_port, make_config
 
 pytestmark = pytest.mark.slow
 

@@ -1,7 +1,7 @@
 """The MLflow suite run: the runs table shows its duration and its verdict, as it does a gate run's.
 
 Logged to MLflow's embedded SQLite store (real MLflow, the store `benchgate suite run` uses without a
-server). The suite records are what suite/runner.py and kfp/suite_task.py write into suite.json.
+server). The suite records are what suite/runner.py and kfp/suite/task.py write into suite.json.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness import make_config
+
 from benchgate.kit.files import write_json
 from benchgate.results.bundle import PUBLISHED_FILE
 from benchgate.tracking.client import TAG_KIND, TAG_PARENT, TAG_VERDICT, Tracker, connect
 from benchgate.tracking.suite_record import log_suite
-from conftest import make_config
 
 
 def entry(name: str, verdict: str | None, exit_code: int, seconds: float | None) -> dict[str, Any]:

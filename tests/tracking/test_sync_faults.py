@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from harness import MLFLOW, free_port, make_config
 from mlflow import MlflowClient
 from mlflow.entities import ViewType
 from test_spool_and_baselines import benchgate, runs_with_key
@@ -30,7 +31,6 @@ from benchgate.results.bundle import load_bundle
 from benchgate.store import spool
 from benchgate.store.baseline import save_baseline
 from benchgate.tracking import client as tracking
-from conftest import MLFLOW, free_port, make_config
 
 pytestmark = pytest.mark.slow
 

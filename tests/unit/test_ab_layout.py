@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_nvml import use_fake_nvml
+from harness import REPO, TESTS_DIR, make_config
 
 from benchgate.ab.decision import decide
 from benchgate.ab.layout import GIB, Layout, choose_layout, device_room, layout_for, peak_reserved_bytes
@@ -24,8 +26,6 @@ from benchgate.measure.env import capture_environment, gpu_section, machine_prof
 from benchgate.measure.launch import metrics_path
 from benchgate.measure.steps import memory_block
 from benchgate.results.comparison import Comparison
-from conftest import REPO, TESTS_DIR, make_config
-from fake_nvml import use_fake_nvml
 
 RECORDING = TESTS_DIR / "data" / "nvml-h100-sxm.json"
 # NVML_COMPUTEMODE_EXCLUSIVE_PROCESS, as nvmlDeviceGetComputeMode answers it.

@@ -15,10 +15,10 @@ DOC = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
 
 
 def folder_rows() -> dict[str, str]:
-    """The rows of "The folders" table, by their first cell: "(top)", "`kit/`", ..."""
+    """The rows of "The folders" table, by their first cell: "(top)", "`kit/`", "`kfp/suite/`", ..."""
     rows = {}
     for line in DOC.splitlines():
-        match = re.match(r"\| (\(top\)|`[a-z_]+/`) \|", line)
+        match = re.match(r"\| (\(top\)|`[a-z_/]+/`) \|", line)
         if match:
             rows[match.group(1)] = line
     return rows
@@ -26,13 +26,13 @@ def folder_rows() -> dict[str, str]:
 
 def modules() -> list[tuple[str, str]]:
     """(the folder's first cell, module name) for every module of the package; a folder's __init__ is
-    its row itself."""
+    its row itself, and a subfolder (`kfp/suite/`) has its own row."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         parts = path.relative_to(PACKAGE).parts
         if len(parts) > 1 and path.name == "__init__.py":
             continue
-        found.append(("(top)" if len(parts) == 1 else f"`{parts[0]}/`", path.stem))
+        found.append(("(top)" if len(parts) == 1 else f"`{'/'.join(parts[:-1])}/`", path.stem))
     return found
 
 

@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import make_config
 
 from benchgate.checks.comparable import check_comparable, check_profiles
 from benchgate.errors import BaselineError
 from benchgate.kit.files import read_json, write_json
-from benchgate.measure.launch import run_bench
+from benchgate.measure.launch import stage_bench
 from benchgate.measure.stage import stage_env
 from benchgate.results.bundle import Bundle, load_bundle
-from conftest import make_config
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +32,7 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = root / "run"
     config = make_config(root, bench={"steps": 6, "warmup": 1})
     stage_env(out)
-    run_bench(config, 1, out)
+    stage_bench(config, 1, out)
     return out
 
 

@@ -248,7 +248,7 @@ def test_submit_checks_its_arguments_against_the_pipelines_defaults() -> None:
 
 
 def test_the_controller_refuses_a_run_spec_the_runner_cannot_run() -> None:
-    from benchgate.controller.resources import BenchmarkRunSpec, parse_spec, pipeline_arguments
+    from benchgate.controller.spec.resources import BenchmarkRunSpec, parse_spec, pipeline_arguments
     from benchgate.kfp.run_request import pipeline_parameter_names
 
     spec = {"commit": "a" * 40, "repository": "https://example.com/x.git", "steps": 2}
@@ -264,13 +264,13 @@ def test_a_run_at_the_minimum_steps_benches_loads_and_compares(config_factory: A
     # The smallest bench the config accepts is one the rest of the gate can judge: the result loader
     # (at least 2 samples) and the loss-slope check (3 points), with itself as the baseline.
     from benchgate.checks.compare import compare
-    from benchgate.measure.launch import run_bench
+    from benchgate.measure.launch import stage_bench
     from benchgate.measure.stage import stage_env
     from benchgate.results.bundle import load_bundle
 
     config = config_factory(bench={"steps": MIN_STEPS, "warmup": 0})
     out = tmp_path / "run"
-    run_bench(config, 1, out)
+    stage_bench(config, 1, out)
     stage_env(out)
     bundle = load_bundle(out)
     checks = {c.name: c for c in compare(bundle, bundle, config.gate.tolerances).checks}

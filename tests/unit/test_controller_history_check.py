@@ -1,4 +1,4 @@
-"""A schedule's history check, decided (controller/history_check.py): which ended run it follows, when
+"""A schedule's history check, decided (controller/decide/history_check.py): which ended run it follows, when
 it is made again, and what it finds over a history, as status and Event; the spec field's bounds."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from benchgate.controller import history_check as hc
-from benchgate.controller.resources import BenchmarkScheduleSpec, HistoryCheck, parse_spec
-from benchgate.controller.status import BenchmarkScheduleStatus, timestamp
+from benchgate.controller.decide import history_check as hc
+from benchgate.controller.spec.resources import BenchmarkScheduleSpec, HistoryCheck, parse_spec
+from benchgate.controller.spec.status import BenchmarkScheduleStatus, timestamp
 from benchgate.errors import ConfigError
 from benchgate.results.figures import HistoryPoint
 from benchgate.tracking.read import RunHistory

@@ -16,10 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as hyp
 from pydantic import ValidationError
 
-from benchgate.controller import crds
-from benchgate.controller import schedule as sched
-from benchgate.controller import status as st
-from benchgate.controller.resources import (
+from benchgate.controller.decide import schedule as sched
+from benchgate.controller.settings import settings_from_env
+from benchgate.controller.spec import crds
+from benchgate.controller.spec import status as st
+from benchgate.controller.spec.resources import (
     BRANCH_PATTERN,
     REPOSITORY_PATTERN,
     BenchmarkRunSpec,
@@ -27,7 +28,6 @@ from benchgate.controller.resources import (
     parse_spec,
     pipeline_arguments,
 )
-from benchgate.controller.settings import settings_from_env
 from benchgate.errors import ConfigError
 from benchgate.kfp.run_request import pipeline_parameter_names
 from benchgate.measure.source import MAX_BRANCH_LENGTH, validate_branch, validate_repository

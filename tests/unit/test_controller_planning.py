@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from benchgate.controller import conditions as cond
-from benchgate.controller import planning as plan
-from benchgate.controller import schedule as sched
-from benchgate.controller import status as st
-from benchgate.controller.planning import REFUSED, Ending, Outcome, Submission
-from benchgate.controller.spec_edits import spec_changed
+from benchgate.controller.decide import conditions as cond
+from benchgate.controller.decide import planning as plan
+from benchgate.controller.decide import schedule as sched
+from benchgate.controller.decide.planning import REFUSED, Ending, Outcome, Submission
+from benchgate.controller.decide.spec_edits import spec_changed
+from benchgate.controller.spec import status as st
 from benchgate.kfp.run_request import pipeline_parameter_names
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
@@ -42,7 +42,9 @@ def submit(spec: dict[str, Any], status: dict[str, Any] | None = None) -> Submis
 
 
 def test_the_decisions_need_no_kopf() -> None:
-    modules = "benchgate.controller.planning, benchgate.controller.schedule, benchgate.controller.conditions"
+    modules = ", ".join(
+        f"benchgate.controller.decide.{name}" for name in ("planning", "schedule", "conditions")
+    )
     code = f"import sys, {modules}; print('kopf' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from benchgate.controller import planning as plan
+from benchgate.controller.decide import planning as plan
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 STAMP = "2026-11-22T12:00:00Z"

@@ -1,7 +1,7 @@
 """The creep row ("tokens/s since anchor") through the compare stage, on a real run's files.
 
 tests/unit/stack_run/ holds env.json and metrics-ws1/2.json of one real run, as `benchgate run` wrote
-them (tests/stack_repo.py's stack of 24 layers: `--steps 30 --warmup 3 --world-sizes 1,2 --no-eval`).
+them (tests/support/stack_repo.py's stack of 24 layers: `--steps 30 --warmup 3 --world-sizes 1,2 --no-eval`).
 Slower runs are that run with every step taking longer (the drift reference untouched: the host did
 not change). The baseline store's history, whose spread is the noise every row is judged by, is the
 run's own figures 0.5% apart, so each case below is decided by its change, not by this host's load.
@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import make_config
 from typer.testing import CliRunner
 
 from benchgate.ab.rows import apply_ab, undecided_world_sizes
@@ -31,7 +32,6 @@ from benchgate.results.comparison import CREEP, TIMING, Comparison, load_compari
 from benchgate.results.figures import corrected_mean, mean_step_time
 from benchgate.store.anchor import anchor_location, clear_anchor, find_anchor, save_anchor
 from benchgate.store.baseline import save_baseline
-from conftest import make_config
 
 REAL_RUN = Path(__file__).with_name("stack_run")
 ANCHOR, BEFORE, NOW = "a" * 40, "b" * 40, "c" * 40

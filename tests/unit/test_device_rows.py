@@ -1,6 +1,6 @@
 """The verdict's device rows (energy per token, throttled windows) and their MLflow figures, on bundles
 whose metrics carry a device_state block made by device_state_block from real WindowRecorder windows
-against the fake NVML (tests/fake_nvml)."""
+against the fake NVML (tests/support/fake_nvml)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from fake_nvml import use_fake_nvml
 from test_compare import bundle
 
 from benchgate.checks.compare import compare
@@ -19,7 +20,6 @@ from benchgate.measure.device_state import device_state_block
 from benchgate.results.bundle import Bundle
 from benchgate.results.comparison import Check, Comparison
 from benchgate.results.figures import bench_figures, run_figures
-from fake_nvml import use_fake_nvml
 
 STEPS = 60  # test_compare's bench(): 60 steps of 512 tokens per rank
 SECONDS = 10.0  # the measured steps' time, as the fake's counters see it

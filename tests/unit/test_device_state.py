@@ -1,5 +1,5 @@
-"""Device state from NVML (measure/device.py) against the fake NVML (tests/fake_nvml), which answers from
-a recording of an H100 SXM; and benchmarks/record_nvml.py, which writes such recordings."""
+"""Device state from NVML (measure/device.py) against the fake NVML (tests/support/fake_nvml), which
+answers from a recording of an H100 SXM; and benchmarks/record_nvml.py, which writes such recordings."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from fake_nvml import use_fake_nvml
 
 from benchgate.measure import device
 from benchgate.measure.device import (
@@ -23,7 +24,6 @@ from benchgate.measure.device import (
     nvml_index_for_uuid,
 )
 from benchgate.measure.device_state import device_state_block, reason_names
-from fake_nvml import use_fake_nvml
 
 REPO = Path(__file__).resolve().parents[2]
 RECORDING = REPO / "tests" / "data" / "nvml-h100-sxm.json"

@@ -1,17 +1,17 @@
 """The bench's NVML window around its measured steps (`sysmetrics.device_window`, given the UUID torch
-reports for the rank's GPU), against the fake NVML (tests/fake_nvml): what a CUDA rank records, reached
-on CPU, and what a rank records where NVML cannot read its GPU."""
+reports for the rank's GPU), against the fake NVML (tests/support/fake_nvml): what a CUDA rank records,
+reached on CPU, and what a rank records where NVML cannot read its GPU."""
 
 from __future__ import annotations
 
 import time
 
 import pytest
+from fake_nvml import use_fake_nvml
 
 from benchgate.measure.device import identity
 from benchgate.measure.device_state import device_state_block
 from benchgate.measure.sysmetrics import device_window
-from fake_nvml import use_fake_nvml
 
 
 def test_a_cpu_rank_has_no_window() -> None:

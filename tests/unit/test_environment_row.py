@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from harness import make_config
 from scipy import stats as scipy_stats
 from test_compare import bundle
 
@@ -35,7 +36,6 @@ from benchgate.measure import fingerprint
 from benchgate.publish.policy import AUTO_REASON, should_update_baseline
 from benchgate.results.bundle import Bundle
 from benchgate.results.comparison import Comparison
-from conftest import make_config
 
 BASE_COMMIT = "0123abcd" * 5
 PYTHON = "CPython 3.12.3"
@@ -74,7 +74,7 @@ def ab_outcome(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any
         }
         return write_json(out_dir / f"metrics-ws{world_size}.json", metrics)
 
-    monkeypatch.setattr(ab_runner, "run_bench", bench_side)
+    monkeypatch.setattr(ab_runner, "stage_bench", bench_side)
     monkeypatch.setattr(ab_runner, "TurnCoordinator", InstantCoordinator)
     config = make_config(tmp_path, gate={"ab": {"steps": 30}})
     base, candidate = Side("base 0123abcd", BASE_COMMIT), Side("candidate fedc9876", "fedc9876" * 5)

@@ -13,7 +13,7 @@ from torch import nn
 
 from benchgate.config import parse_config
 from benchgate.kit.files import read_json
-from benchgate.measure.evaluate import run_eval
+from benchgate.measure.evaluate import stage_eval
 
 
 class Bigram:
@@ -54,7 +54,7 @@ def evaluated(tmp_path: Path, precision: str) -> dict[str, Any]:
         }
     )
     path = tmp_path / f"eval-{precision}.json"
-    result = run_eval(config, path)
+    result = stage_eval(config, path)
     assert read_json(path) == result
     return result
 

@@ -15,7 +15,7 @@ import pytest
 
 from benchgate.config import MAX_THREADS, EvalConfig
 from benchgate.kit.cpus import CpuBudget, threads_within
-from benchgate.measure.evaluate import run_eval
+from benchgate.measure.evaluate import stage_eval
 
 TINY = {"workload_args": {"size": "tiny"}, "workload": "benchgate.workloads.gpt:make_workload"}
 
@@ -47,7 +47,7 @@ def test_eval_json_records_the_threads_that_ran(config_factory, tmp_path: Path) 
     os.sched_setaffinity(0, {min(allowed)})
     try:
         config = config_factory(bench=TINY, eval={"train_steps": 2, "threads": MAX_THREADS})
-        result = run_eval(config, tmp_path / "eval.json")
+        result = stage_eval(config, tmp_path / "eval.json")
     finally:
         os.sched_setaffinity(0, allowed)
     assert result["settings"]["threads"] == 1

@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import make_config
 
 from benchgate.kit.files import read_json
-from benchgate.measure.launch import run_bench
+from benchgate.measure.launch import stage_bench
 from benchgate.results.bundle import Bundle
 from benchgate.results.comparison import Check, Comparison
 from benchgate.results.figures import bench_figures, run_figures
 from benchgate.workloads.flops import PeakFlops, mfu
-from conftest import make_config
 
 # A peak low enough that sleepy's few FLOPs per step give a visible MFU, high enough to stay under 100%:
 # about 3,200 tokens/s x 1,632 FLOPs/token = 5.2 MFLOP/s against 1 GFLOP/s is about 0.5%.
@@ -139,7 +139,7 @@ def real_metrics(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """metrics-ws1.json as `torchrun -m benchgate.measure.bench` writes it on this host (sleepy, 8 steps)."""
     tmp_path = tmp_path_factory.mktemp("real-bench")
     config = make_config(tmp_path, bench={"steps": 8, "warmup": 1, "peak_tflops": TEST_PEAK_TFLOPS})
-    return dict(read_json(run_bench(config, 1, tmp_path / "out")))
+    return dict(read_json(stage_bench(config, 1, tmp_path / "out")))
 
 
 @pytest.mark.slow

@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 import torch
+from harness import make_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
@@ -41,14 +42,13 @@ from benchgate.config import RunConfig, Tolerances
 from benchgate.errors import EXIT_BAD_INPUT, BadInputError
 from benchgate.kit.files import read_json, write_json
 from benchgate.measure.bench import run_worker
-from benchgate.measure.evaluate import run_eval
+from benchgate.measure.evaluate import stage_eval
 from benchgate.measure.stage import stage_env
 from benchgate.publish.policy import should_update_baseline
 from benchgate.results.bundle import Bundle, load_bundle
 from benchgate.results.comparison import Comparison
 from benchgate.results.figures import run_figures
 from benchgate.store.baseline import baseline_location, find_baseline, save_baseline
-from conftest import make_config
 
 FILES = ("env.json", "metrics-ws1.json", "metrics-ws2.json", "eval.json", "history.json")
 FUZZ = settings(
@@ -104,7 +104,7 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> Real:
     finally:
         torch.set_num_threads(threads)  # the worker sets its rank's thread count process-wide
     assert ws1 is not None
-    run_eval(config, out / "eval.json")
+    stage_eval(config, out / "eval.json")
     write_json(
         out / "metrics-ws2.json",
         ws1 | {"world_size": 2, "tokens_per_step_global": 2 * ws1["tokens_per_step_per_rank"]},

@@ -17,7 +17,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as hyp
 
-from benchgate.controller.resources import (
+from benchgate.controller.spec.resources import (
     BenchmarkRunSpec,
     BenchmarkScheduleSpec,
     parse_spec,

@@ -138,7 +138,7 @@ def test_submit_sends_a_workload_args_param_as_json() -> None:
 
 
 def test_a_benchmark_run_keeps_yaml_types_of_workload_args() -> None:
-    from benchgate.controller.resources import BenchmarkRunSpec, parse_spec, pipeline_arguments
+    from benchgate.controller.spec.resources import BenchmarkRunSpec, parse_spec, pipeline_arguments
 
     manifest = f"""
 commit: {SHA}

@@ -12,14 +12,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from harness import free_port, make_config
 
 from benchgate.config import RunConfig
 from benchgate.errors import ConfigError, RunFailedError
-from benchgate.kfp.trainjob import Phase, phase_of, trainjob_name
+from benchgate.kfp.trainjob.job import Phase, phase_of, trainjob_name
 from benchgate.kit import log_payload
 from benchgate.measure.launch import NodeLayout
 from benchgate.measure.node import layout_from_env
-from conftest import free_port, make_config
 
 REAL_METRICS = Path(__file__).with_name("stack_run") / "metrics-ws2.json"
 PET = {
@@ -164,17 +164,17 @@ def test_a_rank_that_fails_on_node_1_is_named_there_and_node_0s_rank_is_not_call
 
 
 def test_the_trainer_api_outside_its_adapter_fails_lint(tmp_path: Path) -> None:
-    """The Trainer API is alpha: `make lint` refuses its models anywhere but kfp/trainjob.py."""
+    """The Trainer API is alpha: `make lint` refuses its models anywhere but kfp/trainjob/job.py."""
     from test_layers import copy_with, lint_imports
 
     src = copy_with(
-        tmp_path, "kfp/trainjob_client.py", "import json", "from kubeflow_trainer_api import models"
+        tmp_path, "kfp/trainjob/client.py", "import json", "from kubeflow_trainer_api import models"
     )
     result = lint_imports(src, tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     broken = result.stdout.split("Broken contracts", 1)[1]
-    assert "The Kubeflow Trainer API (alpha) only in kfp/trainjob.py" in broken, broken
-    assert "benchgate.kfp.trainjob_client -> kubeflow_trainer_api" in broken, broken
+    assert "The Kubeflow Trainer API (alpha) only in kfp/trainjob/job.py" in broken, broken
+    assert "benchgate.kfp.trainjob.client -> kubeflow_trainer_api" in broken, broken
 
 
 @pytest.mark.parametrize(

@@ -134,7 +134,7 @@ def test_fail_points_at_its_evidence() -> None:
     assert by_ab.timing(1).status == "FAIL"  # type: ignore[union-attr]
     (ab_step,) = next_steps(by_ab, OUT)
     assert "/runs/r1/ab/ws1/ab.json" in ab_step
-    # An eval that is worse on every seed (eval.json's `seeds`, as run_eval writes them) FAILs on its own
+    # An eval that is worse on every seed (eval.json's `seeds`, as stage_eval writes them) FAILs on its own
     # evidence: nothing to run next.
     base_eval = bundle(1).eval
     seeds = [{"seed": 1234 + k, "perplexity": p, "probes": {}} for k, p in enumerate((2.50, 2.52, 2.48))]

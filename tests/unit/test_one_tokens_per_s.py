@@ -1,8 +1,9 @@
 """One tokens/s per run wherever it is read, an A/B's pair shown as the A/B's own, and report.html showing
 each A/B: over the files of real runs.
 
-tests/unit/ab_run/ holds what `benchgate run` wrote in a stack repository (tests/stack_repo.py; `--steps 20
---warmup 3 --world-sizes 1 --no-eval --no-trace`, [gate.ab] as each config.json says) on a busy 2-core host:
+tests/unit/ab_run/ holds what `benchgate run` wrote in a stack repository (tests/support/stack_repo.py;
+`--steps 20 --warmup 3 --world-sizes 1 --no-eval --no-trace`, [gate.ab] as each config.json says) on a busy
+2-core host:
 
     baseline/  the stored baseline: 12 layers, on main, `--update-baseline`
     slower/    16 layers, `--base HEAD~1` (the 12 layers): the A/B FAILed it at its first look (3 rounds,
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import make_config
 from mlflow.entities import Metric, Run, RunData, RunInfo, RunTag
 
 from benchgate.ab.decision import decide_rounds, look_rounds
@@ -59,7 +61,6 @@ from benchgate.results.figures import (
 from benchgate.store.baseline import save_baseline
 from benchgate.tracking import client as tracking
 from benchgate.tracking.read import history_point
-from conftest import make_config
 
 AB_RUN = Path(__file__).with_name("ab_run")
 STACK_RUN = Path(__file__).with_name("stack_run")  # ws=1 and ws=2 of one real run (test_creep.py)

@@ -301,9 +301,10 @@ def test_the_publish_stage_orders_the_reports_history_by_the_branch_it_runs_in(
 ) -> None:
     """write_report reads the history from tracking.json and the commit order from the checkout it runs
     in (a real git repository): there the step shows at its commit; outside it, by start time, not."""
+    from harness import make_config
+
     from benchgate.kit.files import write_json
     from benchgate.publish.stage import write_report
-    from conftest import make_config
 
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -29,7 +29,7 @@ class Recorder:
     def stage_started(self, name: str, total: int | None = None) -> None:
         self.events.append(("started", name, total))
 
-    def stage_progress(self, done: int, total: int) -> None:
+    def advance(self, done: int, total: int) -> None:
         self.events.append(("progress", done, total))
 
     def stage_finished(self, name: str, seconds: float) -> None:
@@ -41,7 +41,7 @@ def test_markers_printed_by_a_task_reach_the_reporter_through_relayed_lines(
 ) -> None:
     reporter = MarkerReporter()
     reporter.stage_started("bench ws=2", 60)
-    reporter.stage_progress(10, 60)
+    reporter.advance(10, 60)
     reporter.stage_finished("bench ws=2", 7.5)
     recorder = Recorder()
     relay = MarkerRelay(recorder)
@@ -93,7 +93,7 @@ def _ab_markers(decided_after: int, max_rounds: int = 27) -> list[str]:
             if i == 4:
                 task.stage_started(f"{OPENING_MARK} ws=1: after 4 rounds, this machine resolves ...")
                 task.stage_started(name, max_rounds)
-            task.stage_progress(i, max_rounds)
+            task.advance(i, max_rounds)
         task.stage_finished(name, 40.0)
     return emitted.getvalue().splitlines()
 
@@ -147,9 +147,9 @@ def test_plain_lines_say_where_a_long_stage_is_whenever_nothing_else_was_said_fo
     with ProgressLines(stream, every_s=0.3) as lines:
         lines.within("entry 2/3 gpt-tiny-b4")
         lines.stage_started("eval", None)
-        lines.stage_progress(120, 400)
+        lines.advance(120, 400)
         time.sleep(1.0)
-        lines.stage_progress(400, 400)
+        lines.advance(400, 400)
         lines.stage_finished("eval", 1.0)
         time.sleep(0.5)
     said = stream.getvalue().splitlines()
@@ -168,16 +168,16 @@ def test_a_stamp_counts_minutes_then_hours() -> None:
     assert final_count(None, None) == 1 and final_count(None, 60) == 60 and final_count(4, 27) == 4
 
 
-# A command's progress as a real process draws it (cli/run_output.stage_progress): a stage of ~1.5 s,
+# A command's progress as a real process draws it (cli/run_output.advance): a stage of ~1.5 s,
 # then 1.5 s more of work before it exits.
 _DRAWING = """
 import time
-from benchgate.cli.run_output import stage_progress
-with stage_progress() as reporter:
+from benchgate.cli.run_output import progress_reporter
+with progress_reporter() as reporter:
     reporter.stage_started("bench ws=1", 3)
     for i in (1, 2, 3):
         time.sleep(0.5)
-        reporter.stage_progress(i, 3)
+        reporter.advance(i, 3)
     reporter.stage_finished("bench ws=1", 1.5)
     time.sleep(1.5)
 """

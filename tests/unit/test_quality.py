@@ -1,5 +1,5 @@
 """The eval's rows (checks/quality.py): perplexity by seeds, probes by the exact paired flip test, and
-the eval stage's choice of seeds (measure/seeds.py), on eval.json records shaped as run_eval writes them."""
+the eval stage's choice of seeds (measure/seeds.py), on eval.json records shaped as stage_eval writes them."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def probe(items: list[bool]) -> dict[str, Any]:
 
 
 def evaluation(*seeds: tuple[float, dict[str, list[bool]]], more: str = "") -> dict[str, Any]:
-    """An eval.json as run_eval writes it: the first seed's figures at the top, every seed in `seeds`."""
+    """An eval.json as stage_eval writes it: the first seed's figures at the top, every seed in `seeds`."""
     entries = [
         {
             "seed": 1234 + k,

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bg_test_workloads import sleepy
+from harness import make_config
 
 from benchgate.ab.decision import round_change
 from benchgate.ab.round_figures import capped_steps
@@ -22,8 +24,6 @@ from benchgate.ab.round_plan import (
 from benchgate.errors import BadInputError, WorkloadError
 from benchgate.results.figures import STALL_CAP
 from benchgate.workloads.contract import check_members
-from bg_test_workloads import sleepy
-from conftest import make_config
 
 
 def config(tmp_path: Path, steps: int = 30, min_measured_s: float = 2.0) -> Any:

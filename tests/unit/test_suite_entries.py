@@ -1,4 +1,4 @@
-"""A suite's entry as the cluster carries it (kfp/suite_entries.py): expanded, decoded, applied."""
+"""A suite's entry as the cluster carries it (kfp/suite_entry.py): expanded, decoded, applied."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from benchgate.errors import ConfigError
 from benchgate.kfp.pipeline import validate_pipeline_arguments
-from benchgate.kfp.suite_entries import checked_entries, entry_parameter, read_entry
+from benchgate.kfp.suite_entry import checked_entries, entry_parameter, read_entry
 from benchgate.kfp.tasks import run_record
 
 RAW = {

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from harness import make_config
 from test_compare import bundle
 
 from benchgate.ab import decision as ab
@@ -46,7 +47,6 @@ from benchgate.measure.device_state import device_state_block, summarize_window
 from benchgate.results.bundle import Bundle
 from benchgate.results.comparison import SCALING, TIMING, Check, Comparison, Status
 from benchgate.results.figures import STALL_CAP, corrected_mean, mean_step_time
-from conftest import make_config
 
 TOL, CONF = 5.0, 0.95
 LIMIT = math.log1p(-TOL / 100)  # the round figure at exactly -tolerance
@@ -353,7 +353,7 @@ def stand_in_bench(
         }
         return write_json(out_dir / f"metrics-ws{world_size}.json", metrics)
 
-    monkeypatch.setattr(ab_runner, "run_bench", fake)
+    monkeypatch.setattr(ab_runner, "stage_bench", fake)
     monkeypatch.setattr(ab_runner, "TurnCoordinator", InstantCoordinator)
     return steps_seen
 

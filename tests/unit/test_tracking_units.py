@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import free_port
 from mlflow.entities import Metric, Run, RunData, RunInfo, RunTag
 
 from benchgate.config import parse_config
@@ -21,7 +22,6 @@ from benchgate.store import spool
 from benchgate.tracking import client as tracking
 from benchgate.tracking import read as tracking_read
 from benchgate.tracking import record as tracking_record
-from conftest import free_port
 
 
 def test_tracking_uri_is_the_config_then_the_environment_then_the_local_store(

@@ -85,7 +85,7 @@ def test_readme_user_workload_example_runs_through_the_protocol(monkeypatch: pyt
 
 # The workload contract, checked up front: members by load_workload, then one real step on CPU
 # (measure/stage.stage_check_workload, which the pipeline's env task runs). Each bad workload is a real one in
-# tests/bg_test_workloads.py.
+# tests/support/bg_test_workloads.py.
 CONTRACT_BREACHES = [
     pytest.param(
         "bg_test_workloads:loss_shape_one",

@@ -48,7 +48,7 @@ from benchgate.checks.loss import round_losses
 from benchgate.config import RunConfig
 from benchgate.errors import BadInputError, BenchgateError, RunFailedError
 from benchgate.kit.files import read_json, write_json
-from benchgate.measure.launch import metrics_path, run_bench, uses_cuda, visible_gpus
+from benchgate.measure.launch import metrics_path, stage_bench, uses_cuda, visible_gpus
 from benchgate.measure.turns import TurnCoordinator, steps_per_turn, turn_count
 
 AB_FILE = "ab.json"
@@ -150,7 +150,7 @@ def run_round(
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures: dict[str, Future[Path]] = {
             label: pool.submit(
-                run_bench,
+                stage_bench,
                 settings,
                 world_size,
                 round_dir / label,
@@ -218,7 +218,7 @@ def run_sequential_round(
     for label in order:
         launched = time.monotonic()
         try:
-            paths[label] = run_bench(
+            paths[label] = stage_bench(
                 settings,
                 world_size,
                 round_dir / label,

@@ -24,6 +24,7 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
+from benchgate.cli.mlflow_access import UriOption, connect, talking_to
 from benchgate.cli.progress_lines import ProgressLines, is_live_terminal
 from benchgate.cli.run_output import live_progress, screen
 from benchgate.cli.terminal import (
@@ -39,7 +40,6 @@ from benchgate.cli.terminal import (
     option,
     parse_pairs,
 )
-from benchgate.cli.tracking import UriOption, connect, talking_to
 from benchgate.config import RunConfig, load_config
 from benchgate.errors import BenchgateError, ConfigError
 from benchgate.kit.diskfaults import writing
@@ -90,7 +90,7 @@ class _Bars:
         self.stage_total, self.stage_done = total, None
         self.progress.reset(self.stage, total=total, description=f"  {name}", visible=True)
 
-    def stage_progress(self, done: int, total: int) -> None:
+    def advance(self, done: int, total: int) -> None:
         self.stage_total, self.stage_done = total, done
         self.progress.update(self.stage, completed=done, total=total)
 

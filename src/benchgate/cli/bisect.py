@@ -3,8 +3,8 @@ tolerance, found by interleaved A/B between commits (ranges/bisect.py, ranges/bi
 parse, validate, run, print each step as it is decided (the step running: cli/run_output.step_display)
 and the culprit at the end.
 
-`--submit` runs it on a KFP cluster instead, as one pipeline run (kfp/bisect_pipeline.py): its pod runs
-this command on a full clone, with $BENCHGATE_KFP_RUN_ID set (kfp/bisect_task.py), which tags the MLflow
+`--submit` runs it on a KFP cluster instead, as one pipeline run (kfp/bisect/pipeline.py): its pod runs
+this command on a full clone, with $BENCHGATE_KFP_RUN_ID set (kfp/bisect/task.py), which tags the MLflow
 run; `--wait` follows the run and reads the bisection back from MLflow by that tag.
 
 Lines are printed without markup: commit subjects and author names are the user's text.
@@ -20,6 +20,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from benchgate.ab.decision import ABDecision
+from benchgate.cli.mlflow_access import mlflow_ui_command
 from benchgate.cli.progress_lines import ProgressLines
 from benchgate.cli.run_output import LiveSteps, step_display
 from benchgate.cli.terminal import (
@@ -35,7 +36,6 @@ from benchgate.cli.terminal import (
     option,
     parse_pairs,
 )
-from benchgate.cli.tracking import mlflow_ui_command
 from benchgate.config import RunConfig, load_config
 from benchgate.errors import (
     EXIT_BAD_INPUT,
@@ -269,7 +269,7 @@ def bisect(
             _submit(cfg, config, good, bad, world_size, cluster)
         span = resolve_bisect_range(Path.cwd(), good, bad)
         _header(span, cfg, world_size)
-        from benchgate.kfp.bisect_task import KFP_RUN_ID_VARIABLE  # set by the pod of a --submit
+        from benchgate.kfp.bisect.task import KFP_RUN_ID_VARIABLE  # set by the pod of a --submit
 
         kfp_run_id = os.environ.get(KFP_RUN_ID_VARIABLE, "")
         with step_display() as display:
@@ -316,7 +316,7 @@ def _submit(
     --wait, exit with its result as a local bisect would."""
     from benchgate.cli.cluster import default_repository
     from benchgate.kfp.api import connection_from_env
-    from benchgate.kfp.bisect_pipeline import bisect_arguments, submit_bisect
+    from benchgate.kfp.bisect.pipeline import bisect_arguments, submit_bisect
     from benchgate.measure.source import local_repository
     from benchgate.tracking.client import is_local_store
 
@@ -369,7 +369,7 @@ def _submit(
 
 def _print_logged(cfg: RunConfig, kfp_run_id: str, where: str) -> int:
     """The bisection a succeeded run logged, read from MLflow and printed; its exit code."""
-    from benchgate.cli.tracking import connect, talking_to
+    from benchgate.cli.mlflow_access import connect, talking_to
     from benchgate.tracking.bisection import logged_bisection
     from benchgate.tracking.client import run_url
 

@@ -120,7 +120,7 @@ def submit(
         repository = repository if repository is not None else default_repository()
         branch = branch or os.environ.get("BENCHGATE_BRANCH", "")
         if suite is not None:
-            from benchgate.kfp.suite_submit import submit_suite, suite_arguments
+            from benchgate.kfp.suite.submit import submit_suite, suite_arguments
             from benchgate.suite.spec import load_suite
 
             arguments = suite_arguments(
@@ -161,10 +161,10 @@ def compile_(
     """Compile the pipelines and components to YAML (pipelines/benchgate.yaml, pipelines/bisect.yaml,
     pipelines/benchgate-suite.yaml, components/*.yaml) and generate the CRDs from their models
     (charts/benchgate/files/crds/)."""
-    from benchgate.controller import crds
-    from benchgate.kfp.bisect_pipeline import BISECT_PIPELINE_FILE, bisect_pipeline
+    from benchgate.controller.spec import crds
+    from benchgate.kfp.bisect.pipeline import BISECT_PIPELINE_FILE, bisect_pipeline
     from benchgate.kfp.compile import compile_all, compile_to
-    from benchgate.kfp.suite_pipeline import SUITE_PIPELINE_FILE, suite_pipeline
+    from benchgate.kfp.suite.pipeline import SUITE_PIPELINE_FILE, suite_pipeline
 
     written = [
         *compile_all(root),

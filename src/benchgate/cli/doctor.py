@@ -34,7 +34,7 @@ from benchgate.cli.terminal import fail as _fail
 from benchgate.config import RunConfig, load_config
 from benchgate.errors import EXIT_PASS, EXIT_RUN_FAILED, EXIT_TOO_NOISY, BenchgateError, RunFailedError
 from benchgate.kit.files import read_json, write_json
-from benchgate.measure.launch import metrics_path, run_bench, uses_cuda, visible_gpus
+from benchgate.measure.launch import metrics_path, stage_bench, uses_cuda, visible_gpus
 from benchgate.measure.stage import stage_env
 from benchgate.results.figures import mean_step_time
 
@@ -150,7 +150,7 @@ def aa_rounds(cfg: RunConfig, rounds: int, out: Path, gpus: int) -> dict[str, An
     # One plain launch first, as a gate run's bench: its step time sets the steps per round (steps short
     # of gate.ab.min_measured_s get more), and on CUDA its peak memory decides layout = auto.
     console.print(f"bench ws=1: {cfg.bench.workload} ({ab.steps} steps) ...", markup=False, highlight=False)
-    run_bench(round_config(aa_cfg), 1, out, gpus=gpus)
+    stage_bench(round_config(aa_cfg), 1, out, gpus=gpus)
     step_s = mean_step_time(read_json(metrics_path(out, 1))["samples"]["step_time_s"])
     steps = round_steps(aa_cfg, step_s)
     console.print(

@@ -8,7 +8,7 @@ falling back to start time when a run's commit is not on it. A series is one wor
 (history/series.RunGroup): runs of several are drawn as a line each and searched for change points each
 on their own, never as one line; `--workload` and `--branch` pick one. The tokens/s shown is the run's
 one figure (results/figures.RUN_TOKENS_PER_S), as in the verdict table, `baseline show` and MLflow.
-Exit codes are those of the other MLflow commands (cli/tracking.py).
+Exit codes are those of the other MLflow commands (cli/mlflow_access.py).
 """
 
 from __future__ import annotations
@@ -20,17 +20,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from benchgate.cli.terminal import (
-    APP_SETTINGS,
-    BAD_INPUT,
-    OK,
-    RUN_FAILED,
-    PlainCommand,
-    console,
-    exit_codes,
-    fail,
-)
-from benchgate.cli.tracking import (
+from benchgate.cli.mlflow_access import (
     ConfigOption,
     ProfileOption,
     UriOption,
@@ -40,6 +30,16 @@ from benchgate.cli.tracking import (
     talking_to,
     tracking_config,
     when,
+)
+from benchgate.cli.terminal import (
+    APP_SETTINGS,
+    BAD_INPUT,
+    OK,
+    RUN_FAILED,
+    PlainCommand,
+    console,
+    exit_codes,
+    fail,
 )
 from benchgate.errors import EXIT_REGRESSION, BenchgateError
 from benchgate.kit.diskfaults import writing

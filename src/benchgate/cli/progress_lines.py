@@ -123,7 +123,7 @@ class ProgressLines:
             self.stage = _Stage(name, total, self.clock())
             self._write(f"{self._label(name)} started" + (f" (0/{total})" if total else ""))
 
-    def stage_progress(self, done: int, total: int) -> None:
+    def advance(self, done: int, total: int) -> None:
         with self.lock:
             if self.stage is not None:
                 self.stage.done, self.stage.total = done, total

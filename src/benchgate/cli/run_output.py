@@ -30,9 +30,9 @@ from rich.progress import (
 
 from benchgate.ab.power import is_opening_line
 from benchgate.checks.tables import print_verdict, step_lines
+from benchgate.cli.mlflow_access import mlflow_ui_command
 from benchgate.cli.progress_lines import ProgressLines, is_live_terminal
 from benchgate.cli.terminal import console
-from benchgate.cli.tracking import mlflow_ui_command
 from benchgate.kfp.local_run import GateOutcome
 from benchgate.kit.files import read_json
 from benchgate.kit.progress import Reporter, final_count
@@ -65,7 +65,7 @@ class RichReporter:
         self.task = self.progress.add_task(name, total=total)
         self.running, self.done, self.total = name, None, total
 
-    def stage_progress(self, done: int, total: int) -> None:
+    def advance(self, done: int, total: int) -> None:
         self.done, self.total = done, total
         self.progress.update(self.task, completed=done, total=total)
 
@@ -97,7 +97,7 @@ def live_progress(stream: TextIO, transient: bool = False) -> Progress:
 
 
 @contextmanager
-def stage_progress() -> Iterator[Reporter]:
+def progress_reporter() -> Iterator[Reporter]:
     """A reporter of the gate's stages: one lasting bar each on a terminal, stamped lines elsewhere."""
     stream = screen()
     if not is_live_terminal(stream):
@@ -120,7 +120,7 @@ class ResumedRounds:
 
     def on_round(self, done: int, decision: Any) -> None:
         # The rounds so far, of a budget the saved config or --config sets: the count is what matters.
-        self.reporter.stage_progress(done, done)
+        self.reporter.advance(done, done)
 
     def finish(self) -> None:
         self.reporter.stage_finished(self.NAME, time.monotonic() - self.started)

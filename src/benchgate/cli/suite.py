@@ -97,7 +97,7 @@ class _EntryBar:
         self.stage = name
         self._show()
 
-    def stage_progress(self, done: int, total: int) -> None:
+    def advance(self, done: int, total: int) -> None:
         self._show(f" {done}/{total}")
 
     def stage_finished(self, name: str, seconds: float) -> None:

@@ -45,9 +45,9 @@ def _kfp_outcome(error: BaseException) -> str:
 
 def pipeline_package(arguments: dict[str, Any], directory: Path) -> Path:
     """The pipeline a run's arguments are for, compiled into `directory`: the suite pipeline's arguments
-    carry its entries (controller/suite_resources.py), any other the gate pipeline's."""
+    carry its entries (controller/spec/suite.py), any other the gate pipeline's."""
     if "entries" in arguments:
-        from benchgate.kfp.suite_pipeline import compile_suite_package
+        from benchgate.kfp.suite.pipeline import compile_suite_package
 
         return compile_suite_package(directory)
     return compile_package(directory)

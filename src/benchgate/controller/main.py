@@ -27,12 +27,47 @@ import kopf
 
 from benchgate.controller.access import FINALIZER
 from benchgate.controller.clients import KfpRuns, KubeRuns, Verdicts
-from benchgate.controller.handlers import RUNS, Runtime, register
+from benchgate.controller.handlers.persistence import keep_records_in_status
+from benchgate.controller.handlers.run import register
+from benchgate.controller.handlers.runtime import RUNS, Runtime
+from benchgate.controller.handlers.schedule import register_schedules
 from benchgate.controller.metrics import ControllerMetrics
-from benchgate.controller.persistence import keep_records_in_status
 from benchgate.controller.probes import serve
-from benchgate.controller.schedule_handlers import register_schedules
 from benchgate.controller.settings import ControllerSettings
+
+
+async def configure(settings: kopf.OperatorSettings, memo: Runtime, **_: Any) -> None:
+    """At startup: kopf's settings for this controller (its `settings`; the controller's own are in
+    the runtime, kopf's `memo`)."""
+    # No CRD or namespace scanning: the resources are known, and RBAC grants nothing for scanning.
+    settings.scanning.disabled = True
+    settings.posting.level = logging.WARNING
+    settings.watching.reconnect_backoff = 1.0
+    # A timer's status write that fails past kopf's last retry stops that timer for the object
+    # until the controller restarts (kopf does not catch it): the retries outlast an API server
+    # restarting or failing over (about 15 minutes, not kopf's 54 s).
+    settings.networking.error_backoffs = list(memo.settings.api_backoffs_s)
+    # A run deleted while one of its timers is mid-call (the TTL timer deletes its own object)
+    # keeps its finalizer until kopf looks again: every second, not kopf's default minute.
+    settings.background.cancellation_polling = 1.0
+    settings.persistence.finalizer = FINALIZER
+    # kopf's records in the status, written with ours: a lost status write loses both.
+    keep_records_in_status(settings)
+
+
+async def configure_peering(settings: kopf.OperatorSettings, memo: Runtime, **_: Any) -> None:
+    """At startup: how this instance keeps its place in the peering object (used with BENCHGATE_PEERING)."""
+    # Keep-alives are written every lifetime less 5-10 s; kopf logs each one unless stealthy.
+    settings.peering.lifetime = memo.settings.peering_lifetime_s
+    settings.peering.stealth = True
+
+
+def count(
+    type: str, meta: Any, status: Any, namespace: str | None, name: str, memo: Runtime, **_: Any
+) -> None:
+    """Every watch event of a run: the phase gauges of /metrics updated. An event handler, so no
+    progress is kept (kopf's event handlers are fire-and-forget)."""
+    memo.metrics.observe_run(type, namespace or "", name, meta, status)
 
 
 def build(
@@ -40,46 +75,15 @@ def build(
     kube_host: str | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> tuple[kopf.OperatorRegistry, Runtime]:
-    """A registry with every handler, and the runtime the handlers share (kopf's `memo`)."""
+    """A registry with every handler, and the runtime the handlers share (kopf's `memo`, which also
+    hands the startup handlers the controller's settings)."""
     registry = kopf.OperatorRegistry()
     register(registry, settings)
     register_schedules(registry, settings)
-
-    api_backoffs_s = list(settings.api_backoffs_s)
-
-    @kopf.on.startup(registry=registry)
-    async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        # No CRD or namespace scanning: the resources are known, and RBAC grants nothing for scanning.
-        settings.scanning.disabled = True
-        settings.posting.level = logging.WARNING
-        settings.watching.reconnect_backoff = 1.0
-        # A timer's status write that fails past kopf's last retry stops that timer for the object
-        # until the controller restarts (kopf does not catch it): the retries outlast an API server
-        # restarting or failing over (about 15 minutes, not kopf's 54 s).
-        settings.networking.error_backoffs = api_backoffs_s
-        # A run deleted while one of its timers is mid-call (the TTL timer deletes its own object)
-        # keeps its finalizer until kopf looks again: every second, not kopf's default minute.
-        settings.background.cancellation_polling = 1.0
-        settings.persistence.finalizer = FINALIZER
-        # kopf's records in the status, written with ours: a lost status write loses both.
-        keep_records_in_status(settings)
-
-    peering_lifetime_s = settings.peering_lifetime_s
-
-    @kopf.on.startup(registry=registry)
-    async def configure_peering(settings: kopf.OperatorSettings, **_: Any) -> None:
-        # Keep-alives are written every lifetime less 5-10 s; kopf logs each one unless stealthy.
-        settings.peering.lifetime = peering_lifetime_s
-        settings.peering.stealth = True
-
+    kopf.on.startup(registry=registry)(configure)
+    kopf.on.startup(registry=registry)(configure_peering)
+    kopf.on.event(*RUNS, registry=registry)(count)
     metrics = ControllerMetrics()
-
-    # Every watch event of a run updates the phase gauges (no progress kept: kopf's event handlers
-    # are fire-and-forget).
-    @kopf.on.event(*RUNS, registry=registry)
-    def count(type: str, meta: Any, status: Any, namespace: str | None, name: str, **_: Any) -> None:
-        metrics.observe_run(type, namespace or "", name, meta, status)
-
     kfp, verdicts = KfpRuns(settings, metrics), Verdicts(settings, metrics)
     runtime = Runtime(settings, kfp, KubeRuns(kube_host), verdicts, clock, metrics=metrics)
     return registry, runtime

@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from benchgate.controller.status import PENDING, parse_time
+from benchgate.controller.spec.status import PENDING, parse_time
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 KFP_OUTCOMES = ("ok", "unavailable", "rejected", "unauthorized")

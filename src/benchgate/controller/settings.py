@@ -31,7 +31,7 @@ BENCHGATE_PEERING_PRIORITY        this controller's priority among its peers: an
 BENCHGATE_METRICS_PORT            port of /metrics (Prometheus) and /readyz (default 0: not served)
 BENCHGATE_POLICY                  the admin policy, a JSON object (the chart's `policy` value; empty:
                                   everything allowed): repositories, node selectors, tolerations, PVCs,
-                                  who may promote baselines, GPUs per node (controller/admin_policy.py)
+                                  who may promote baselines, GPUs per node (controller/decide/admin_policy.py)
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from benchgate.controller.admin_policy import Policy, policy_from_json
+from benchgate.controller.decide.admin_policy import Policy, policy_from_json
 from benchgate.errors import ConfigError
 from benchgate.kfp.api import Connection, connection_from_env
 from benchgate.kfp.run_request import DEFAULT_EXPERIMENT

@@ -1,5 +1,5 @@
 """Compile the pipeline and each component to the YAML committed in pipelines/ and components/ (the
-bisect pipeline's file too, from `benchgate compile`: kfp/bisect_pipeline.py compiles with this module,
+bisect pipeline's file too, from `benchgate compile`: kfp/bisect/pipeline.py compiles with this module,
 which therefore does not import it).
 
 `make compile` runs this; a test compiles again and compares, so the committed files never drift from

@@ -113,7 +113,7 @@ def bench_multinode(
     gpus_per_node nodes, created and followed from this CPU-only pod, which writes rank 0's metrics file
     as the single-node bench does. The gpu_* settings are the nodes' pods' (not cpu_request or
     memory_request, the names KFP gives a task's own resource inputs)."""
-    from benchgate.kfp.multinode_task import bench_multinode_task
+    from benchgate.kfp.trainjob.task import bench_multinode_task
 
     bench_multinode_task(
         setup.path,

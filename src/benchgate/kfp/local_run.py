@@ -83,8 +83,8 @@ class _TimedReporter:
     def stage_started(self, name: str, total: int | None = None) -> None:
         self.inner.stage_started(name, total)
 
-    def stage_progress(self, done: int, total: int) -> None:
-        self.inner.stage_progress(done, total)
+    def advance(self, done: int, total: int) -> None:
+        self.inner.advance(done, total)
 
     def stage_finished(self, name: str, seconds: float) -> None:
         self.seconds[name] = seconds

@@ -64,7 +64,7 @@ REQUEST_PARAMETERS = {
 }
 
 
-# A world size across nodes (kfp/trainjob.py, docs/multinode.md): the pipeline runs the ws=N bench as a
+# A world size across nodes (kfp/trainjob/job.py, docs/multinode.md): the pipeline runs the ws=N bench as a
 # Kubeflow Trainer TrainJob of world_size_n / gpus_per_node nodes when `multi_node` is true. KFP's
 # conditions compare a parameter with a constant, so whoever submits decides: `benchgate submit` and the
 # controller set `multi_node` when `gpus_per_node` is given and world_size_n exceeds it.

@@ -72,7 +72,7 @@ from benchgate.kfp.params import (
     SHM_SIZE_LIMIT,
     config_from_parameters,
 )
-from benchgate.kfp.suite_entries import apply_entry, read_entry
+from benchgate.kfp.suite_entry import apply_entry, read_entry
 
 PIPELINE_NAME = "benchgate"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -176,7 +176,7 @@ def _define(one_node_only: bool) -> Callable[..., None]:
             trainer_runtime: The ClusterTrainingRuntime of the TrainJob (torch framework).
             config: Any other benchgate setting, shaped like the TOML file, e.g. {"eval": {"enabled":
                 false}}; the named parameters win, and workload arguments go in workload_args.
-            suite_entry: One entry of a suite as a JSON object (kfp/suite_entries.py), set by the
+            suite_entry: One entry of a suite as a JSON object (kfp/suite_entry.py), set by the
                 benchgate-suite pipeline: its workload, arguments and config replace these, its results
                 are stored under its name, and the gate records its verdict without failing the run.
                 Empty outside a suite.

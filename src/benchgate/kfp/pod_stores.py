@@ -32,7 +32,7 @@ def publish_and_keep(configured: RunConfig, config: RunConfig, out: Path) -> dic
     store keeps it, and `benchgate sync --from DIR` sends it from there. Without a tracking URI and a
     volume the embedded MLflow store would be in the pod as well: the run is not logged there, only kept.
     """
-    from benchgate.publish.stage import publish_run
+    from benchgate.publish.stage import stage_publish
     from benchgate.results.bundle import PUBLISHED_FILE
     from benchgate.store import spool
     from benchgate.tracking import client as tracking
@@ -40,7 +40,7 @@ def publish_and_keep(configured: RunConfig, config: RunConfig, out: Path) -> dic
     hold = None
     if tracking.is_local_store(config) and config.tracking.local_dir != configured.tracking.local_dir:
         hold = "no MLflow tracking URI and no baseline_pvc: an embedded MLflow store would go with the pod"
-    published = publish_run(config, out, hold=hold)
+    published = stage_publish(config, out, hold=hold)
     if published.get("spooled"):
         kept = spool.keep_copy(Path(published["spooled"]), out / spool.ARTIFACT_DIR)
         published["kept"] = f"{spool.ARTIFACT_DIR}/{kept.name}"

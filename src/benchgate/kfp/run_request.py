@@ -25,7 +25,7 @@ from benchgate.measure.source import validate_branch, validate_commit, validate_
 
 DEFAULT_EXPERIMENT = "benchgate"
 # The tasks that fail a run with a verdict: the gate pipeline's two gates, and the suite pipeline's
-# (kfp/suite_pipeline.py), which the controller reads alike.
+# (kfp/suite/pipeline.py), which the controller reads alike.
 GATE_TASKS = ("gate", "gate (A/B)", "suite gate")
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELED", "SKIPPED")
 # States after which the run will never give a verdict (CANCELING always ends CANCELED): --rerun starts

@@ -151,7 +151,7 @@ def submit(
 ) -> SubmitOutcome:
     """Submit (or re-attach to) the run for `arguments` and, with `wait`, follow it to its verdict.
     `rerun`: start the next attempt when the latest one ended FAILED, CANCELED or SKIPPED. `kind`: the
-    pipeline (default the gate pipeline; kfp/suite_submit.py has the suite's)."""
+    pipeline (default the gate pipeline; kfp/suite/submit.py has the suite's)."""
     kind = kind or GATE_PIPELINE
     multi_user = preflight(conn)
     api = KfpApi(conn)

@@ -22,7 +22,7 @@ from typing import Any
 from benchgate.errors import EXIT_REGRESSION, EXIT_UNKNOWN, ConfigError
 from benchgate.kfp.params import task_stores
 from benchgate.kfp.pod_stores import SCREENED_BASELINE, hand_over_baseline, publish_and_keep, restore_baseline
-from benchgate.kfp.suite_entries import apply_entry, entry_run_key, read_entry
+from benchgate.kfp.suite_entry import apply_entry, entry_run_key, read_entry
 from benchgate.kfp.task_harness import (
     MetricsSink,
     fetch_code_under_test,
@@ -75,7 +75,7 @@ def env_task(
     factory and members, and one real training step: `measure/stage.stage_check_workload`). With
     `multi_node` the largest world size runs across nodes of `gpus_per_node` GPUs, one of which this
     pod holds: that node size is what is checked against this machine. `suite_entry` (one entry of a
-    suite, JSON) goes over the parameters (`suite_entries.apply_entry`).
+    suite, JSON) goes over the parameters (`suite_entry.apply_entry`).
     """
     from benchgate.kfp.params import check_across_nodes, config_from_parameters
     from benchgate.measure.launch import check_world_size
@@ -141,7 +141,7 @@ def bench_task(
     setup_dir: str, world_size: int, skip_if_one: bool, results_dir: str, figures: MetricsSink
 ) -> None:
     """Run the benchmark at one world size under torchrun."""
-    from benchgate.measure.launch import run_bench
+    from benchgate.measure.launch import stage_bench
 
     with reporting_errors(f"bench ws={world_size}", results_dir):
         config, env, out = start_task(setup_dir, results_dir)
@@ -150,11 +150,11 @@ def bench_task(
             return
         fetch_code_under_test(env, out.parent / "workspace")
         with stage(f"bench ws={world_size}", config.bench.steps) as reporter:
-            metrics_path = run_bench(
+            metrics_path = stage_bench(
                 config,
                 world_size,
                 out,
-                reporter.stage_progress,
+                reporter.advance,
                 gpus=env["gpu"]["count"],
                 per_launch=env["gpu"].get("per_launch"),
             )
@@ -175,7 +175,7 @@ def eval_task(setup_dir: str, results_dir: str, figures: MetricsSink) -> None:
         if skipped("eval", config.eval.enabled):
             return
         # Imported only now: they load torch (over a second), which a skipped task never needs.
-        from benchgate.measure.evaluate import run_eval
+        from benchgate.measure.evaluate import stage_eval
         from benchgate.results.figures import eval_figures
 
         fetch_code_under_test(env, out.parent / "workspace")
@@ -185,7 +185,7 @@ def eval_task(setup_dir: str, results_dir: str, figures: MetricsSink) -> None:
             # is cached first, as compare will (it finds the store current then).
             from benchgate.tracking.refresh import cache_newest_baseline
 
-            result = run_eval(
+            result = stage_eval(
                 config,
                 out / "eval.json",
                 machine_profile=env.get("machine_profile"),
@@ -206,11 +206,11 @@ def trace_task(setup_dir: str, trace_dir: str) -> None:
         config, env, out = start_task(setup_dir, trace_dir)
         if skipped("trace", config.trace.enabled):
             return
-        from benchgate.measure.trace import run_trace  # loads torch: only when tracing
+        from benchgate.measure.trace import stage_trace  # loads torch: only when tracing
 
         fetch_code_under_test(env, out.parent / "workspace")
         with stage("trace"):
-            summary = run_trace(config, out / "trace")
+            summary = stage_trace(config, out / "trace")
         for name in summary["files"]:
             print(
                 f"benchgate trace: trace/{name}: open it in https://ui.perfetto.dev, or run "
@@ -263,7 +263,7 @@ def compare_task(
     from benchgate.ab.host_fit import host_ab_worlds, mark_not_measured
     from benchgate.ab.stage import ab_base_commit, worlds_for_ab
     from benchgate.checks.stage import stage_compare, write_comparison
-    from benchgate.kfp.multinode_task import ab_on_one_node
+    from benchgate.kfp.trainjob.task import ab_on_one_node
     from benchgate.tracking.refresh import refresh_baseline
 
     with reporting_errors("compare", results_dir):
@@ -366,7 +366,7 @@ def ab_task(
                         print(line, flush=True)
                         reporter.stage_started(line)
                         reporter.stage_started(name, ab.max_rounds)  # noqa: B023
-                    reporter.stage_progress(i, ab.max_rounds)
+                    reporter.advance(i, ab.max_rounds)
 
                 comparison = stage_ab(config, out, [ws], base, candidate, on_round)
         publish_verdict(out, verdict_markdown, figures)

@@ -22,7 +22,7 @@ STAGE_PREFIX = "benchgate:stage"
 
 class Reporter(Protocol):
     def stage_started(self, name: str, total: int | None = None) -> None: ...
-    def stage_progress(self, done: int, total: int) -> None: ...
+    def advance(self, done: int, total: int) -> None: ...
     def stage_finished(self, name: str, seconds: float) -> None: ...
 
 
@@ -30,7 +30,7 @@ class SilentReporter:
     def stage_started(self, name: str, total: int | None = None) -> None:
         pass
 
-    def stage_progress(self, done: int, total: int) -> None:
+    def advance(self, done: int, total: int) -> None:
         pass
 
     def stage_finished(self, name: str, seconds: float) -> None:
@@ -55,7 +55,7 @@ class MarkerReporter:
         _open_stage = self
         _print_marker({"event": "started", "name": name, "total": total})
 
-    def stage_progress(self, done: int, total: int) -> None:
+    def advance(self, done: int, total: int) -> None:
         _print_marker({"event": "progress", "done": done, "total": total})
 
     def stage_finished(self, name: str, seconds: float) -> None:
@@ -71,7 +71,7 @@ _open_stage: MarkerReporter | None = None
 def count_step(done: int, total: int) -> None:
     """`done` of `total` steps of the stage this process has open; nothing where no stage is open."""
     if _open_stage is not None:
-        _open_stage.stage_progress(done, total)
+        _open_stage.advance(done, total)
 
 
 def _print_marker(event: dict[str, object]) -> None:
@@ -96,6 +96,6 @@ class MarkerRelay:
         if kind == "started":
             self.reporter.stage_started(str(event["name"]), event.get("total"))
         elif kind == "progress":
-            self.reporter.stage_progress(int(event["done"]), int(event["total"]))
+            self.reporter.advance(int(event["done"]), int(event["total"]))
         elif kind == "finished":
             self.reporter.stage_finished(str(event["name"]), float(event["seconds"]))

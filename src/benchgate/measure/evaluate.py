@@ -158,7 +158,7 @@ def _seed_entry(one: dict[str, Any]) -> dict[str, Any]:
     return {**{k: one[k] for k in kept}, "probes": probes}
 
 
-def run_eval(
+def stage_eval(
     config: RunConfig,
     out: Path,
     *,

@@ -130,7 +130,7 @@ class NodeLayout:
         ]
 
 
-def run_bench(
+def stage_bench(
     config: RunConfig,
     world_size: int,
     out_dir: Path,

@@ -5,9 +5,9 @@
 with the run's config (config.json's JSON) in BENCHGATE_RUN_CONFIG. The Trainer's torch runtime tells
 each pod where it sits (PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK, PET_MASTER_ADDR, PET_MASTER_PORT);
 every node fetches the commit under test and starts its ranks under torchrun, as the single-node bench task
-does (`launch.run_bench`). Rank 0 runs on node 0 and writes the metrics file there; node 0 then prints it
-into its log between markers (kit/log_payload.py), where the launcher (kfp/trainjob.py) reads it back, byte
-for byte, because the nodes share no volume.
+does (`launch.stage_bench`). Rank 0 runs on node 0 and writes the metrics file there; node 0 then prints it
+into its log between markers (kit/log_payload.py), where the launcher (kfp/trainjob/job.py) reads it
+back, byte for byte, because the nodes share no volume.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 from benchgate.config import parse_config
 from benchgate.errors import BenchgateError, ConfigError
 from benchgate.kit import log_payload
-from benchgate.measure.launch import NodeLayout, metrics_path, run_bench
+from benchgate.measure.launch import NodeLayout, metrics_path, stage_bench
 from benchgate.measure.source import use_source
 
 CONFIG_VARIABLE = "BENCHGATE_RUN_CONFIG"
@@ -87,7 +87,7 @@ def run_node(
         flush=True,
     )
     # The profile names a node's GPUs, as env.json does for a world size across nodes.
-    out = run_bench(config, world_size, out_dir, node=layout, per_launch=layout.procs_per_node)
+    out = stage_bench(config, world_size, out_dir, node=layout, per_launch=layout.procs_per_node)
     if 0 not in layout.ranks:
         return None
     sys.stdout.write(log_payload.encode(out.name, out.read_bytes()))

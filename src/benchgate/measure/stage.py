@@ -1,7 +1,7 @@
 """The env stage (env.json: machine profile, git, fingerprints) and the workload's contract check.
 
 A stage is a function from files to files in one result directory (see the package docstring). The
-other measuring stages are `launch.run_bench` (bench), `evaluate` (eval) and `trace` (trace).
+other measuring stages are `launch.stage_bench` (bench), `evaluate` (eval) and `trace` (trace).
 """
 
 from __future__ import annotations

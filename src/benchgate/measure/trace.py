@@ -26,7 +26,7 @@ from benchgate.workloads.parallel import process_group
 from benchgate.workloads.training import RANGES, Trainer, build_trainer, resolve_device, resolve_precision
 
 
-def run_trace(config: RunConfig, trace_dir: Path) -> dict[str, Any]:
+def stage_trace(config: RunConfig, trace_dir: Path) -> dict[str, Any]:
     """Profile `wait + warmup + active` steps at world size 1; writes *.pt.trace.json.gz under `trace_dir`."""
     workload = load_workload(config.bench.workload, dict(config.bench.workload_args))
     require_visible_gpu(config.bench.device)  # a GPU node whose torch sees no GPU stops here (exit 2)

@@ -1,6 +1,6 @@
 """The baseline policy: whether the finished run becomes its profile's baseline, and saying why (not).
 
-Runs inside the publish stage (`stage.publish_run`), after the final verdict and before MLflow.
+Runs inside the publish stage (`stage.stage_publish`), after the final verdict and before MLflow.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ def write_report(config: RunConfig, run_dir: Path) -> Path:
     return path
 
 
-def publish_run(config: RunConfig, run_dir: Path, hold: str | None = None) -> dict[str, Any]:
+def stage_publish(config: RunConfig, run_dir: Path, hold: str | None = None) -> dict[str, Any]:
     """After the final verdict: spool, report, baseline policy, and MLflow. Writes published.json.
 
     The run goes into the spool first, before anything that can fail, so a crash in the report or the

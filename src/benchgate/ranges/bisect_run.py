@@ -33,7 +33,7 @@ from benchgate.errors import EXIT_RUN_FAILED, BenchgateError, ConfigError
 from benchgate.kit.diskfaults import writing
 from benchgate.kit.files import read_json, write_json
 from benchgate.measure.env import capture_environment
-from benchgate.measure.launch import check_world_size, run_bench, uses_cuda, visible_gpus
+from benchgate.measure.launch import check_world_size, stage_bench, uses_cuda, visible_gpus
 from benchgate.measure.source import resolve_local_ref
 from benchgate.ranges.bisect import Bisection, Step, bisect, max_decisions
 from benchgate.ranges.commits import RangeCommit, first_parent_commits, is_ancestor
@@ -133,7 +133,7 @@ def typical_step_s(
         return None
     out.will_write([PROBE_DIR])
     probe = round_config(config)
-    metrics = run_bench(
+    metrics = stage_bench(
         probe, world_size, out.path / PROBE_DIR, None, gpus, source_paths=trees.import_paths(good)
     )
     if uses_cuda(config.bench.device, gpus):

@@ -1,8 +1,8 @@
 """A suite on a cluster, read back from MLflow: each entry's gate run by its key, and the suite parent
 by the KFP run that logged it.
 
-On a cluster every entry of a suite is one gate pipeline inside one KFP run (kfp/suite_pipeline.py);
-each logs its gate run under the key "<KFP run id>-<entry name>" (kfp/suite_entries.py), and the suite
+On a cluster every entry of a suite is one gate pipeline inside one KFP run (kfp/suite/pipeline.py);
+each logs its gate run under the key "<KFP run id>-<entry name>" (kfp/suite_entry.py), and the suite
 gate finds them here after the last entry. The suite parent it logs (tracking/suite_record.py, which
 tags the worst verdict as a local suite's parent has it) is tagged here with the KFP run's id and name,
 so the controller reads a suite's outcome as it reads a gate run's (`suite_run_for_kfp`).

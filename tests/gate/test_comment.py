@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bundles import bundle
 from fake_forge_server import FakeForge, serve
 from typer.testing import CliRunner
 
@@ -20,7 +21,6 @@ from benchgate.checks.compare import compare
 from benchgate.checks.stage import write_comparison
 from benchgate.cli.main import app
 from benchgate.config import Tolerances
-from unit.test_compare import bundle
 
 TOKEN = "forge-token"
 REPOSITORY = "octo/widgets"

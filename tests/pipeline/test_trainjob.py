@@ -8,7 +8,7 @@ trip through the kubeflow_trainer_api model, and the openAPIV3Schema (plus the n
 own CRD, vendored in tests/data/ from Kubeflow Trainer 2.3.0. Every request the launcher sends must be
 one the Role in docs/multinode.md grants (that Role is also checked against Kubernetes' schema).
 
-The metrics file is tests/unit/stack_run/metrics-ws2.json, read from a real run: what node 0 prints in
+The metrics file is tests/data/stack_run/metrics-ws2.json, read from a real run: what node 0 prints in
 its log must come back as the same bytes in the results directory.
 """
 
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.asyncio
 TESTS = Path(__file__).resolve().parents[1]
 DOC = TESTS.parent / "docs" / "multinode.md"
 CRD = yaml.safe_load((TESTS / "data" / "trainer.kubeflow.org_trainjobs.yaml").read_text(encoding="utf-8"))
-REAL_METRICS = TESTS / "unit" / "stack_run" / "metrics-ws2.json"
+REAL_METRICS = TESTS / "data" / "stack_run" / "metrics-ws2.json"
 NAMESPACE = "team-a"
 RUN_KEY_VALUE = "3f5e0b7a-1c2d-4e5f-8a9b-0c1d2e3f4a5b"  # a KFP run id
 SOURCE = {

@@ -12,7 +12,7 @@ budget where the earlier run stopped: its looks after round M0 spend only spent(
 The one look the earlier run took at its own max_rounds M0, or where its time budget ended it (off the
 1.5x schedule: final_bound), is the only extra spend, at most spent(M0) - spent(the look before it);
 the total stays under alpha for any resume up to (SPEND_SHAPE * min_rounds / that extra) rounds
-(about 4 times the default max_rounds, measured in tests/unit/test_ab_error_control.py).
+(about 4 times the default max_rounds, measured in tests/unit/ab/test_ab_error_control.py).
 
 Calibration. Each look's bound is a threshold on the t statistic (mean - limit) / (sd / sqrt(n)), set
 so that sequences of rounds drawn from ROUND_SHAPES, whose true change is exactly the limit, first cross

@@ -22,8 +22,8 @@ A creep row (checks/creep.py) is never UNKNOWN (undecided, it is INFO); its FAIL
 level moved (`benchgate history --changes`) and to re-pinning the anchor once a slowdown is accepted.
 
 The rows are recognised by the words their producers write (decided_by, the reasons' config keys, the
-notes); tests/unit/test_next_steps.py builds each row with those producers, so a reworded note breaks
-a test, not the advice. Pure: no file or network is read; `out_dir` only names the run's directory.
+notes); tests/unit/checks/test_next_steps.py builds each row with those producers, so a reworded note
+breaks a test, not the advice. Pure: no file or network is read; `out_dir` only names the run's directory.
 
 Who reads the steps decides how the run's files are named. The terminal and compare.md are read where
 the run is: a path (`--resume /path/to/benchgate-out`). A pull request's reader (summary.md, the step

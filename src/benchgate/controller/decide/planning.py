@@ -3,9 +3,9 @@ handler gathered (a free slot, the KFP run's state, the verdict MLflow had, the 
 `Outcome`: the status to write, a warning Event, and whether kopf retries or gives up.
 
 No kopf, no I/O, no clock: `handlers/run.py` gathers the inputs, calls these and applies what they return,
-so every decision is tested with plain values (tests/unit/test_controller_planning.py). Every status is
-a `BenchmarkRunStatus`, so a key its model lacks cannot be written. The BenchmarkSchedule's decisions
-are in `schedule.py`, with the same `Outcome`.
+so every decision is tested with plain values (tests/unit/controller/test_controller_planning.py). Every
+status is a `BenchmarkRunStatus`, so a key its model lacks cannot be written. The BenchmarkSchedule's
+decisions are in `schedule.py`, with the same `Outcome`.
 """
 
 from __future__ import annotations

@@ -321,7 +321,7 @@ def ab_task(
     from benchgate.ab.power import OpeningFigure
     from benchgate.ab.runner import Side
     from benchgate.ab.stage import stage_ab
-    from benchgate.measure.source import checkout, import_paths, validate_commit
+    from benchgate.measure.source import checkout, confine_workloads, import_paths, validate_commit
 
     with reporting_errors("A/B", results_dir):
         out = Path(results_dir)
@@ -345,6 +345,9 @@ def ab_task(
             root = checkout(repository, source["commit"], out.parent / "workspace-candidate")
             sha = source["commit"]
             candidate = Side(f"candidate {sha[:12]}", sha, tuple(import_paths(root)))
+            # Checked-out code, as in every other task: each side's bench loads the workload only from
+            # its own checkout (measure/bench.py), never from outside the repository.
+            confine_workloads(root)
         else:
             candidate = Side("candidate (the working tree)")
         worlds = [int(ws) for ws in world_sizes.split(",") if ws]

@@ -57,6 +57,7 @@ from benchgate.measure.turns import SIDES, TurnClient
 from benchgate.results.figures import mean_step_time
 from benchgate.workloads.base import load_workload
 from benchgate.workloads.flops import PeakFlops, resolve_peak
+from benchgate.workloads.origin import confine_to
 from benchgate.workloads.training import build_trainer, resolve_device, resolve_precision
 
 SCHEMA_VERSION = 1
@@ -128,6 +129,7 @@ def run_worker(
         dist.init_process_group(backend, store=HashStore(), rank=0, world_size=1, timeout=timeout)
 
     sys.path[:0] = list(source_paths)
+    confine_to(source_paths)  # an A/B side's checkout is where its workload comes from
     workload = load_workload(bench.workload, dict(bench.workload_args))
     counting: dict[str, Any] = {}
     ab_round = turn_taking is not None or not count_flops

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from benchgate.errors import ConfigError, RunFailedError
 from benchgate.kit.credentials import GIT_INSTEAD, redacted, refuse_credentials
+from benchgate.workloads.origin import ROOT_ENV
 
 # SHA-1 repositories have 40 hex digits, SHA-256 ones 64; nothing else names a single commit.
 _SHA = re.compile(r"(?:[0-9a-f]{40}|[0-9a-f]{64})")
@@ -246,4 +247,11 @@ def use_source(repository: str, commit: str, workspace: Path) -> Path | None:
     # the working tree's modules would shadow the commit's, and the bench would time the wrong code.
     # PYTHONSAFEPATH (Python 3.11) leaves the working directory out; benchgate itself is installed.
     os.environ["PYTHONSAFEPATH"] = "1"
+    confine_workloads(root)
     return root
+
+
+def confine_workloads(root: Path) -> None:
+    """Load workloads, here and in children, only from `root` (a checkout of the code under test) or
+    benchgate's own: workloads/origin.py says why. An A/B side's bench narrows it to its own checkout."""
+    os.environ[ROOT_ENV] = str(root)

@@ -33,6 +33,7 @@ from torch import nn
 from benchgate.errors import WorkloadError
 from benchgate.workloads.contract import check_members  # what load_workload checks
 from benchgate.workloads.flops import ModelShape, flops_per_token_6nd, flops_per_token_attention
+from benchgate.workloads.origin import check_origin, confined_roots
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
@@ -201,6 +202,9 @@ def load_workload(spec: str, args: dict[str, Any] | None = None) -> Workload:
         model = workload.build_model(torch.device("cpu"))
     """
     module_name, _, func_name = spec.partition(":")
+    roots = confined_roots()
+    if roots is not None:  # a checked-out commit: its own workloads or benchgate's (workloads/origin.py)
+        check_origin(spec, roots)
     try:
         module = importlib.import_module(module_name)
     except Exception as e:  # any import-time failure of user code is a bad workload spec

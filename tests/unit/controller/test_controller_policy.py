@@ -274,6 +274,58 @@ def test_every_refusal_is_reported_at_once() -> None:
     assert found == ["RepositoryNotAllowed", "PvcNotAllowed", "WorldSizeExceedsNode"]
 
 
+# ---------------------------------------------------------------- workloads
+
+
+@pytest.mark.parametrize(
+    ("workload", "admitted"),
+    [
+        ("benchgate.workloads.gpt:make_workload", True),
+        ("benchgate.workloads.hf:make_workload", True),
+        ("models.gpt:make_workload", True),  # the repository's own module
+        ("os:system", False),  # with workloadArgs {command: ...}: a shell command in every task
+        ("subprocess:getoutput", False),
+        ("importlib:import_module", False),
+        ("benchgate.cli.main:main", False),  # benchgate, but not one of its workloads
+    ],
+)
+def test_a_workload_must_be_the_repositorys_or_benchgates(workload: str, admitted: bool) -> None:
+    # Under any policy, the empty one included: the repository allow-list means nothing otherwise.
+    for policy in (Policy(), ACME):
+        found = reasons(policy, workload=workload, workloadArgs={"command": "id"})
+        assert found == ([] if admitted else ["WorkloadNotAllowed"]), (policy, workload)
+
+
+def test_the_workload_refusal_names_the_field_the_value_and_why() -> None:
+    (refusal,) = check(spec(workload="os:system"), "team-a", False, Policy()).refusals
+    assert refusal.message.startswith("spec.workload: got 'os:system' ('os' is a standard-library module")
+
+
+def test_each_suite_entrys_workload_is_checked() -> None:
+    entries = [
+        {"name": "fine", "workload": "benchgate.workloads.gpt:make_workload"},
+        {"name": "shell", "workload": "subprocess:getoutput", "workloadArgs": {"cmd": "id"}},
+    ]
+    suite = spec(suite={"name": "models", "entries": entries})
+    (refusal,) = check(suite, "team-a", False, Policy()).refusals
+    assert refusal.reason == "WorkloadNotAllowed"
+    assert refusal.message.startswith("spec.suite.entries[1].workload: got 'subprocess:getoutput'")
+
+
+@pytest.mark.parametrize(
+    ("workload", "admitted"),
+    [
+        ("models.gpt:make_workload", True),
+        ("models:make_workload", True),
+        ("modelsx.gpt:make_workload", False),  # whole dotted names, not text
+        ("benchgate.workloads.gpt:make_workload", False),  # not listed
+    ],
+)
+def test_workload_modules_narrows_to_the_listed_prefixes(workload: str, admitted: bool) -> None:
+    policy = policy_from_json('{"workloadModules": ["models"]}')
+    assert reasons(policy, workload=workload) == ([] if admitted else ["WorkloadNotAllowed"])
+
+
 # ---------------------------------------------------------------- BENCHGATE_POLICY
 
 
@@ -329,6 +381,7 @@ def test_policy_from_json_reads_the_charts_keys() -> None:
         ('{"promoteScheduleOwnedOnly": "yes"}', "BENCHGATE_POLICY.promoteScheduleOwnedOnly: got 'yes'"),
         ('{"maxGpusPerNode": -1}', "BENCHGATE_POLICY.maxGpusPerNode: got -1"),
         ('{"maxGpusPerNode": "8"}', "BENCHGATE_POLICY.maxGpusPerNode: got '8'"),
+        ('{"workloadModules": ["models/gpt"]}', "BENCHGATE_POLICY.workloadModules.0: got 'models/gpt'"),
     ],
 )
 def test_a_bad_policy_is_a_config_error_naming_the_key_and_value(text: str, named: str) -> None:

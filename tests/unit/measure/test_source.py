@@ -137,11 +137,14 @@ def test_use_source_puts_the_checkout_first_on_the_import_paths(
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.setenv("PYTHONPATH", "/already/there")
     monkeypatch.delenv("PYTHONSAFEPATH", raising=False)  # restored after: use_source sets it
+    monkeypatch.delenv("BENCHGATE_WORKLOAD_ROOT", raising=False)  # likewise
     root = use_source(f"file://{repo}", second, tmp_path / "ws")
     assert root is not None and sys.path[0] == str(root)
     assert os.environ["PYTHONPATH"].split(os.pathsep) == [str(root), "/already/there"]
     # Children started with `python -m` do not put their working directory ahead of the checkout.
     assert os.environ["PYTHONSAFEPATH"] == "1"
+    # ... and load only the checkout's own workloads, or benchgate's (workloads/origin.py).
+    assert os.environ["BENCHGATE_WORKLOAD_ROOT"] == str(root)
     assert use_source("", "", tmp_path / "unused") is None
 
 

@@ -9,7 +9,9 @@ value); `check` says whether a parsed spec stays inside it, naming each field it
 An empty list (or map) places no bound, so `{}` is the behaviour without a policy, except promotion:
 `promoteNamespaces` is a list of the namespaces that may promote, `*` for every one (the default), so
 that an empty list can say "none". `maxGpusPerNode` 0 places no bound either. `multiNode` (default
-false) lets a run with `spec.multiNode` go past `maxGpusPerNode` across nodes.
+false) lets a run with `spec.multiNode` go past `maxGpusPerNode` across nodes. A run's workload is
+checked under every policy: the repository's own module or benchgate's workloads, never the standard
+library's or the rest of benchgate's (`workloadModules` narrows it to listed module prefixes).
 
 Pure: no kopf, no I/O, no clock. Which schedule made a run is `admission`'s question; this module gets
 the answer as a boolean.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass
 from typing import Annotated, Final, Literal
 from urllib.parse import unquote
@@ -28,6 +31,7 @@ from pydantic.alias_generators import to_camel
 
 from benchgate.controller.spec.resources import BenchmarkRunSpec, Toleration
 from benchgate.errors import ConfigError
+from benchgate.workloads.origin import OWN_WORKLOADS
 
 ENV: Final = "BENCHGATE_POLICY"
 # In promoteNamespaces and as a key of pvcs: every namespace.
@@ -105,6 +109,7 @@ def _allowed_toleration(toleration: Toleration) -> Toleration:
 
 
 RepositoryPrefix = Annotated[str, AfterValidator(_prefix)]
+WorkloadModule = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")]
 AllowedToleration = Annotated[Toleration, AfterValidator(_allowed_toleration)]
 
 
@@ -140,6 +145,11 @@ class Policy(BaseModel):
         strict=True,
         description="GPUs of one node: a larger worldSize is refused, unless it runs across nodes "
         "(multiNode); 0: no bound.",
+    )
+    workload_modules: tuple[WorkloadModule, ...] = Field(
+        (),
+        description="Module prefixes (whole dotted names) a run's workload may come from, e.g. "
+        "'models' or 'benchgate.workloads'; empty: any module of the repository.",
     )
     multi_node: bool = Field(
         False,
@@ -213,6 +223,7 @@ def check(spec: BenchmarkRunSpec, namespace: str, schedule_owned: bool, policy: 
         *_repository(spec, policy),
         *_placement(spec, policy),
         *_pvc(spec, namespace, policy),
+        *_workloads(spec, policy),
     ]
     refusals.extend(_world_size(spec, policy))
     update_baseline: UpdateBaseline = spec.update_baseline
@@ -270,6 +281,39 @@ def _repository(spec: BenchmarkRunSpec, policy: Policy) -> list[Refusal]:
     except ValueError as e:
         why = f"{e}; the policy allows only repositories under {allowed}"
     return [Refusal("RepositoryNotAllowed", f"spec.repository: got {spec.repository!r} ({why})")]
+
+
+def _workloads(spec: BenchmarkRunSpec, policy: Policy) -> list[Refusal]:
+    """A run's workloads (its own, or each suite entry's) must be the repository's code or benchgate's:
+    never a module of the standard library or another part of benchgate, whose functions would run
+    with the spec's arguments (`os:system` with `{command: ...}`). Where a task checks the commit out,
+    it also refuses any module whose file is outside the checkout (workloads/origin.py)."""
+    named = (
+        [(f"spec.suite.entries[{i}].workload", e.workload) for i, e in enumerate(spec.suite.entries)]
+        if spec.suite is not None
+        else [("spec.workload", spec.workload)]
+    )
+    refusals = []
+    for field, value in named:
+        module = value.partition(":")[0]
+        why = _foreign(module)
+        if why is None and policy.workload_modules and not any(
+            module == prefix or module.startswith(prefix + ".") for prefix in policy.workload_modules
+        ):
+            why = f"the policy allows workloads only from {', '.join(policy.workload_modules)}"
+        if why is not None:
+            refusals.append(Refusal("WorkloadNotAllowed", f"{field}: got {value!r} ({why})"))
+    return refusals
+
+
+def _foreign(module: str) -> str | None:
+    """Why `module` is not a repository's workload module, or None."""
+    top = module.split(".")[0]
+    if top in sys.stdlib_module_names:
+        return f"{top!r} is a standard-library module: a run loads its repository's workloads or benchgate's"
+    if top == "benchgate" and not (module == OWN_WORKLOADS or module.startswith(OWN_WORKLOADS + ".")):
+        return f"benchgate's own workloads are {OWN_WORKLOADS}.*"
+    return None
 
 
 def _placement(spec: BenchmarkRunSpec, policy: Policy) -> list[Refusal]:

@@ -323,6 +323,28 @@ async def test_the_namespace_concurrency_limit_queues_runs(cluster: Cluster) -> 
     assert cluster.kfp.calls("POST", "/runs") == 4
 
 
+@pytest.mark.parametrize("cluster", [{"max_active_per_namespace": 1, "speed": 100.0}], indirect=True)
+async def test_a_kfp_run_that_is_gone_fails_its_run_frees_the_slot_and_deletes(cluster: Cluster) -> None:
+    # KFP answers 404 for the run (deleted there, or its store reset): at first a condition, then, once
+    # it stays gone (planning.GONE_AFTER, 60 s of the controller's clock, here 0.6 s), Failed.
+    await cluster.create(run_manifest("lost"))
+    await cluster.phase("lost", "Running")
+    await cluster.create(run_manifest("behind"))
+    assert condition(await cluster.phase("behind", "Pending"), "Submitted")["reason"] == "Queued"
+    with cluster.kfp.lock:
+        del cluster.kfp.runs[kfp_run_id(cluster, "lost")]
+    failed = await cluster.phase("lost", "Failed")
+    assert condition(failed, "Finished")["reason"] == "KfpRunGone"
+    assert "(HTTP 404)" in condition(failed, "Finished")["message"]
+    await cluster.phase("behind", "Running")  # the slot was freed: the queue moves
+    await cluster.wait(lambda: cluster.events("KfpRunGone"), what="a KfpRunGone event")
+    # A delete of a run whose KFP run is gone finishes: nothing to terminate.
+    with cluster.kfp.lock:
+        cluster.kfp.runs.clear()
+    await cluster.delete("behind")
+    await cluster.wait(lambda: cluster.get("behind") is None, what="'behind' to be gone")
+
+
 @pytest.mark.parametrize("cluster", [{"max_active_per_namespace": 1}], indirect=True)
 async def test_a_queued_run_is_quiet_while_it_waits(cluster: Cluster) -> None:
     await cluster.create(run_manifest("first"))

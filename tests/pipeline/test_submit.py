@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,8 @@ from typing import Any
 import pytest
 from fake_kfp_server import FakeKfp, Scenario, serve
 
-from benchgate.errors import ConfigError
-from benchgate.kfp.api import Connection, KfpApi, attempt_number, connection_from_env
+from benchgate.errors import ConfigError, RunFailedError
+from benchgate.kfp.api import Connection, KfpApi, KfpRunGone, attempt_number, connection_from_env
 from benchgate.kfp.params import MULTI_NODE_PARAMETERS
 from benchgate.kfp.run_request import (
     attempt_name,
@@ -360,6 +361,29 @@ def test_a_token_file_rotated_under_a_client_is_read_again(fake: tuple[FakeKfp, 
     state.scenario.on_unauthorized = lambda: token.write_text("next-token\n")
     assert api.find_run(experiment_id, "no-such-run") is None  # one 401, then the call with the new token
     assert state.scenario.on_unauthorized is None
+
+
+def test_a_kfp_that_accepts_and_never_answers_times_out(fake: tuple[FakeKfp, str]) -> None:
+    # Without a read bound the call would wait as long as the server does (here 20 s; forever on a
+    # wedged proxy), holding a thread of the controller's executor.
+    state, url = fake
+    api = KfpApi(Connection(url, "good-token", url), read_timeout_s=0.5)
+    state.scenario.get_delay_s = 20.0
+    started = time.monotonic()
+    with pytest.raises(RunFailedError, match=r"lost connection|timed out"):
+        api.run_state("some-run")
+    assert time.monotonic() - started < 10  # one read timeout; a timed-out read is not retried
+    assert state.calls("GET", "/runs/some-run") == 1
+
+
+def test_a_run_kfp_does_not_have_is_gone_not_unavailable(fake: tuple[FakeKfp, str]) -> None:
+    # KFP's 404 for the run itself: waiting cannot bring it back (the controller fails the run once
+    # it stays gone, and a delete has nothing to terminate).
+    _, url = fake
+    api = KfpApi(Connection(url, "good-token", url))
+    with pytest.raises(KfpRunGone, match="has no run no-such-run"):
+        api.run_state("no-such-run")
+    assert api.terminate_run("no-such-run") is False
 
 
 @pytest.mark.parametrize("namespace", [None, "team-a"])

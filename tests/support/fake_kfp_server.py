@@ -55,6 +55,9 @@ class Scenario:
     reject_runs: bool = False
     # Seconds POST /runs takes before answering (a slow KFP: a submission still in flight).
     create_delay_s: float = 0.0
+    # Seconds GET /runs/{id} takes before answering: a KFP (or a proxy before it) that accepts a state
+    # read and does not answer.
+    get_delay_s: float = 0.0
     # Every created run reports this (state, outcome for task details) from its first look, as `force`
     # does for one run: e.g. ("SUCCEEDED", "SUCCEEDED"), a run that ended before anyone looked.
     initial: tuple[str, str] | None = None
@@ -190,6 +193,7 @@ class _Handler(BaseHTTPRequestHandler):
         if route.startswith("/runs/") and route.endswith(":terminate") and method == "POST":
             return self._terminate(route.removeprefix("/runs/").removesuffix(":terminate"))
         if route.startswith("/runs/") and method == "GET":
+            time.sleep(self.fake.scenario.get_delay_s)
             return self._get_run(route.removeprefix("/runs/"))
         return self._send(404, {"error": f"no route {method} {url.path}", "code": 5})
 

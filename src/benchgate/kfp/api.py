@@ -24,6 +24,11 @@ from benchgate.kfp.run_request import ATTEMPT_SUFFIX
 
 DEFAULT_SA_TOKEN_PATH = "/var/run/secrets/kubeflow/pipelines/token"
 CONNECT_TIMEOUT_S = 10.0
+# The longest a KFP call waits for its answer. Without a bound, a server that accepts and never answers
+# holds the calling thread for good: in the controller, about 32 such calls fill its executor and stall
+# every handler while the liveness probe stays green. A state read answers in milliseconds; a create
+# with a large pipeline spec in well under a second.
+READ_TIMEOUT_S = 30.0
 # The run states KFP terminates a run from: its run store's TerminateRun updates only rows in these
 # states (kubeflow/pipelines backend/src/apiserver/storage/run_store.go) and answers 400 for any other.
 TERMINABLE_STATES = frozenset({"PENDING", "RUNNING", "PAUSED", "RUNTIME_STATE_UNSPECIFIED"})
@@ -35,6 +40,11 @@ class KfpRefused(ConfigError):
 
 class KfpRejected(ConfigError):
     """KFP rejected the request as invalid (HTTP 4xx other than auth, not-found and throttling)."""
+
+
+class KfpRunGone(RunFailedError):
+    """KFP has no run of this id (HTTP 404 for the run itself): deleted, or its store was reset. Not
+    "unavailable": waiting cannot bring it back."""
 
 
 @dataclass(frozen=True)
@@ -138,8 +148,9 @@ def _raise_for_status(status: int, body: str, conn: Connection) -> None:
 class KfpApi:
     """The few kfp.Client calls submit needs, with KFP's errors turned into benchgate's."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, read_timeout_s: float = READ_TIMEOUT_S) -> None:
         import kfp
+        import urllib3
 
         self.conn = conn
         # A token file is read again before every request (kfp's refresh hook); a fixed token is not.
@@ -152,6 +163,20 @@ class KfpApi:
                 lambda: kfp.Client(host=conn.host, existing_token=conn.token, credentials=credentials),
                 quiet=True,
             )
+        # kfp.Client passes no timeout to its calls, and its REST client hands urllib3 an explicit None
+        # (no bound) where a call gives none: every service of the client shares one ApiClient (kfp
+        # 2.17), whose REST client gets a connect and a read bound for every call here. A read that
+        # timed out is not retried (the server has the request); a refused connection is.
+        rest = self.client._run_api.api_client.rest_client
+        bound = (CONNECT_TIMEOUT_S, read_timeout_s)
+        unbounded = rest.request
+
+        def request(*args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
+            return unbounded(*args, _request_timeout=_request_timeout or bound, **kwargs)
+
+        rest.request = request
+        rest.pool_manager.connection_pool_kw["retries"] = urllib3.Retry(total=2, read=0, redirect=False)
+        rest.pool_manager.clear()  # pools made while the client started: made again with these retries
 
     def _call(self, fn: Callable[[], Any], quiet: bool = False) -> Any:
         """Run one client call with KFP's errors turned into benchgate's. `quiet` silences the calls
@@ -176,6 +201,14 @@ class KfpApi:
             raise RunFailedError(f"KFP at {self.conn.host}: {e.reason}") from None
         except HTTPError as e:
             raise RunFailedError(f"KFP_HOST: lost connection to {self.conn.host} ({e})") from None
+
+    def _call_on_run(self, run_id: str, fn: Callable[[], Any]) -> Any:
+        """A call about one run: KFP's 404 for it is KfpRunGone, not an outage to wait out."""
+
+        try:
+            return self._call(lambda: _not_found_raised(fn))
+        except _NotFound:
+            raise KfpRunGone(f"KFP at {self.conn.host} has no run {run_id} (HTTP 404)") from None
 
     def own_namespace(self, multi_user: bool) -> str | None:
         """The namespace of a CLI user's experiments: KFP_NAMESPACE, else on a multi-user KFP the one of
@@ -256,7 +289,9 @@ class KfpApi:
         or was being canceled, which KFP answers with HTTP 400 ("Row not found"), an answer the state
         read after it tells from a request KFP refused."""
         try:
-            self._call(lambda: self.client.terminate_run(run_id))
+            self._call_on_run(run_id, lambda: self.client.terminate_run(run_id))
+        except KfpRunGone:
+            return False  # nothing left to cancel
         except KfpRejected:
             if self.run_state(run_id)[0] in TERMINABLE_STATES:
                 raise
@@ -264,9 +299,25 @@ class KfpApi:
         return True
 
     def run_state(self, run_id: str) -> tuple[str, list[tuple[str, str]]]:
-        run = self._call(lambda: self.client.get_run(run_id))
+        """The run's state and its tasks' (name, state); KfpRunGone where KFP has no such run."""
+        run = self._call_on_run(run_id, lambda: self.client.get_run(run_id))
         details = getattr(run, "run_details", None)
         tasks = [
             (t.display_name or "", t.state or "") for t in (getattr(details, "task_details", None) or [])
         ]
         return str(run.state or "PENDING"), tasks
+
+
+class _NotFound(Exception):
+    """A 404 answer, carried past `_call`'s mapping of KFP's errors."""
+
+
+def _not_found_raised(fn: Callable[[], Any]) -> Any:
+    from kfp_server_api.exceptions import ApiException
+
+    try:
+        return fn()
+    except ApiException as e:
+        if e.status == 404:
+            raise _NotFound from None
+        raise

@@ -208,6 +208,22 @@ def test_an_unreadable_kfp_run_keeps_its_phase() -> None:
     assert conditions(status)["KfpReachable"]["status"] == "False"
 
 
+def test_a_kfp_run_gone_fails_the_run_once_it_stays_gone() -> None:
+    message = "KFP at http://kfp has no run run-1 (HTTP 404)"
+    first = plan.kfp_run_gone(RUNNING, message, NOW)
+    status = written(first)
+    assert list(status) == ["conditions"] and first.warning is None  # one 404 could be a proxy
+    missing = conditions(status)["KfpReachable"]
+    assert (missing["status"], missing["reason"]) == ("False", "KfpRunGone")
+    looked = {**RUNNING, "conditions": status["conditions"]}
+    assert written(plan.kfp_run_gone(looked, message, NOW + plan.GONE_AFTER / 2)).get("phase") is None
+    gone = plan.kfp_run_gone(looked, message, NOW + plan.GONE_AFTER)
+    ended = written(gone)
+    assert ended["phase"] == "Failed" and conditions(ended)["Finished"]["reason"] == "KfpRunGone"
+    assert gone.warning is not None and "missing since 2026-11-22T12:00:00Z" in gone.warning[1]
+    assert not plan.holds_slot(ended) and not plan.following(ended)
+
+
 def test_an_unchanged_kfp_run_writes_nothing() -> None:
     first = plan.observed({**RUNNING, "kfpState": "PENDING", "phase": "Submitted"}, "RUNNING", [], NOW)
     assert isinstance(first, Outcome)

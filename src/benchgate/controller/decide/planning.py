@@ -247,6 +247,31 @@ def kfp_unreadable(status: View, message: str, now: datetime) -> Outcome:
     return Outcome(status=BenchmarkRunStatus(conditions=_conditions(status, unreachable)))
 
 
+# How long KFP must keep answering 404 for a run before the run counts as gone: one answer could be a
+# proxy or a KFP upgrade in flight; a run deleted from KFP (or a store reset) stays gone.
+GONE_AFTER = timedelta(seconds=60)
+
+
+def kfp_run_gone(status: View, message: str, now: datetime) -> Outcome:
+    """KFP has no run of the status's id (HTTP 404). The first look says so as a condition; once the
+    run has been missing for GONE_AFTER, the BenchmarkRun fails (reason KfpRunGone): it must not hold
+    its namespace slot, or wait past its deadline, for a run that will never answer."""
+    since = next(
+        (
+            st.parse_time(c.get("lastTransitionTime"))
+            for c in status.get("conditions") or []
+            if (c.get("type"), c.get("status"), c.get("reason")) == ("KfpReachable", "False", "KfpRunGone")
+        ),
+        None,
+    )
+    if since is not None and now - since >= GONE_AFTER:
+        ended = f"{message}; missing since {st.timestamp(since)}"
+        failed = _finished(status, st.FAILED, "KfpRunGone", ended, now)
+        return Outcome(status=failed, warning=("KfpRunGone", ended))
+    missing = st.condition("KfpReachable", False, "KfpRunGone", message, now)
+    return Outcome(status=BenchmarkRunStatus(conditions=_conditions(status, missing)))
+
+
 def observed(status: View, kfp_state: str, tasks: list[tuple[str, str]], now: datetime) -> Outcome | Ending:
     """The KFP run is in `kfp_state`: the phase it gives (nothing to write when nothing changed: no
     patch, no watch event for every run on every poll), or its `Ending`."""

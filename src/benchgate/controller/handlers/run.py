@@ -40,7 +40,7 @@ from benchgate.controller.handlers.runtime import RUNS, SCHEDULES, Runtime, appl
 from benchgate.controller.settings import ControllerSettings
 from benchgate.controller.spec.status import kfp_run_name
 from benchgate.errors import ConfigError, RunFailedError
-from benchgate.kfp.api import TERMINABLE_STATES, KfpRefused, KfpRejected
+from benchgate.kfp.api import TERMINABLE_STATES, KfpRefused, KfpRejected, KfpRunGone
 
 
 async def _claim_slot(rt: Runtime, namespace: str, name: str) -> bool:
@@ -195,6 +195,13 @@ async def follow(
     # refuse to terminate it (HTTP 400).
     try:
         state, tasks = await asyncio.to_thread(rt.kfp.state, run_id)
+    except KfpRunGone as e:  # deleted from KFP: waiting cannot bring it back (planning.GONE_AFTER)
+        logger.warning(str(e))
+        gone = plan.kfp_run_gone(status, str(e), now)
+        if gone.warning is not None:  # failed for good, not only said as a condition: the slot is free
+            _release_slot(rt, namespace, name)
+        apply_outcome(gone, body, patch, rt)
+        return
     except (RunFailedError, ConfigError) as e:
         logger.warning(f"cannot read KFP run {run_id}: {e}")
         apply_outcome(plan.kfp_unreadable(status, str(e), now), body, patch, rt)

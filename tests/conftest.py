@@ -36,6 +36,14 @@ from harness import (  # noqa: E402 - importable once the folder is on sys.path
 )
 
 
+@pytest.fixture(autouse=True)
+def _no_workload_confinement(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts outside any checkout, and leaves none behind: a task body called in this process
+    with a commit to fetch (tests/pipeline/test_trainjob_task.py) confines later workload loads to its
+    checkout (BENCHGATE_WORKLOAD_ROOT, workloads/origin.py), as it does in its own pod."""
+    monkeypatch.delenv("BENCHGATE_WORKLOAD_ROOT", raising=False)
+
+
 @pytest.fixture
 def config_factory(tmp_path: Path) -> Any:
     return lambda **sections: make_config(tmp_path, **sections)

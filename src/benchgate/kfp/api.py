@@ -21,14 +21,10 @@ import requests
 
 from benchgate.errors import ConfigError, RunFailedError
 from benchgate.kfp.run_request import ATTEMPT_SUFFIX
+from benchgate.kit.request_bounds import CONNECT_TIMEOUT_S, READ_TIMEOUT_S, bound_requests
 
 DEFAULT_SA_TOKEN_PATH = "/var/run/secrets/kubeflow/pipelines/token"
-CONNECT_TIMEOUT_S = 10.0
-# The longest a KFP call waits for its answer. Without a bound, a server that accepts and never answers
-# holds the calling thread for good: in the controller, about 32 such calls fill its executor and stall
-# every handler while the liveness probe stays green. A state read answers in milliseconds; a create
-# with a large pipeline spec in well under a second.
-READ_TIMEOUT_S = 30.0
+
 # The run states KFP terminates a run from: its run store's TerminateRun updates only rows in these
 # states (kubeflow/pipelines backend/src/apiserver/storage/run_store.go) and answers 400 for any other.
 TERMINABLE_STATES = frozenset({"PENDING", "RUNNING", "PAUSED", "RUNTIME_STATE_UNSPECIFIED"})
@@ -150,7 +146,6 @@ class KfpApi:
 
     def __init__(self, conn: Connection, read_timeout_s: float = READ_TIMEOUT_S) -> None:
         import kfp
-        import urllib3
 
         self.conn = conn
         # A token file is read again before every request (kfp's refresh hook); a fixed token is not.
@@ -163,20 +158,9 @@ class KfpApi:
                 lambda: kfp.Client(host=conn.host, existing_token=conn.token, credentials=credentials),
                 quiet=True,
             )
-        # kfp.Client passes no timeout to its calls, and its REST client hands urllib3 an explicit None
-        # (no bound) where a call gives none: every service of the client shares one ApiClient (kfp
-        # 2.17), whose REST client gets a connect and a read bound for every call here. A read that
-        # timed out is not retried (the server has the request); a refused connection is.
-        rest = self.client._run_api.api_client.rest_client
-        bound = (CONNECT_TIMEOUT_S, read_timeout_s)
-        unbounded = rest.request
-
-        def request(*args: Any, _request_timeout: Any = None, **kwargs: Any) -> Any:
-            return unbounded(*args, _request_timeout=_request_timeout or bound, **kwargs)
-
-        rest.request = request
-        rest.pool_manager.connection_pool_kw["retries"] = urllib3.Retry(total=2, read=0, redirect=False)
-        rest.pool_manager.clear()  # pools made while the client started: made again with these retries
+        # kfp.Client passes no timeout to its calls: a server that never answers would hold the caller
+        # for good (kit/request_bounds.py). Every service of the client shares one ApiClient (kfp 2.17).
+        bound_requests(self.client._run_api.api_client.rest_client, read_timeout_s)
 
     def _call(self, fn: Callable[[], Any], quiet: bool = False) -> Any:
         """Run one client call with KFP's errors turned into benchgate's. `quiet` silences the calls

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gc
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import kopf
@@ -19,6 +20,7 @@ from operator_harness import (
     Cluster,
     FastClock,
     forbidden_requests,
+    git,
     refused_statuses,
     written_statuses,
 )
@@ -109,3 +111,17 @@ async def cluster(
     # ... and as a status audit: it wrote no status key (or value) its status model does not have.
     refused = refused_statuses(written_statuses(kmock))
     assert not refused, "\n".join(refused)
+
+
+@pytest.fixture
+def repository(tmp_path: Path) -> tuple[str, Path]:
+    """A real git repository with a main branch; returns (file:// URL, path)."""
+    repo = tmp_path / "trainer"
+    repo.mkdir()
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    git(repo, "config", "user.email", "ci@example.com")
+    git(repo, "config", "user.name", "ci")
+    (repo / "train.py").write_text("print('v1')\n")
+    git(repo, "add", "train.py")
+    git(repo, "commit", "--quiet", "-m", "v1")
+    return repo.resolve().as_uri(), repo

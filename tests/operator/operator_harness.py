@@ -16,6 +16,7 @@ handler writing a key the model lacks fails every test that reaches it.
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -33,6 +34,7 @@ from kmock import KubernetesEmulator, KubernetesError, action
 from pydantic import BaseModel, ValidationError
 
 from benchgate.controller.access import GROUP, REQUIRED_ACCESS, VERSION, Access, allows
+from benchgate.controller.decide.schedule import SCHEDULE_LABEL
 from benchgate.controller.spec.crds import benchmarkrun_crd, benchmarkschedule_crd
 from benchgate.controller.spec.status import BenchmarkRunStatus, BenchmarkScheduleStatus
 
@@ -348,3 +350,36 @@ def refused_statuses(written: list[tuple[str, dict[str, Any]]]) -> list[str]:
 
 def load_yaml(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def schedule_manifest(name: str, url: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "BenchmarkSchedule",
+        "metadata": {"name": name, "namespace": "team-a"},
+        "spec": {
+            "schedule": "* * * * *",
+            "runTemplate": {
+                "metadata": {"labels": {"team": "infra"}},
+                "spec": {"repository": url, "branch": "main", "worldSize": 2},
+            },
+            **spec,
+        },
+    }
+
+
+def owned(cluster: Cluster, schedule: str) -> list[dict[str, Any]]:
+    runs = [cluster.get(n) for n in cluster.names()]
+    return [r for r in runs if r and r["metadata"].get("labels", {}).get(SCHEDULE_LABEL) == schedule]
+
+
+async def finish(cluster: Cluster, run: dict[str, Any], state: str = "SUCCEEDED") -> None:
+    name = run["metadata"]["name"]
+    run_id = await cluster.wait(lambda: cluster.status(name).get("kfpRunId"), what=f"{name} submitted")
+    cluster.kfp.force(run_id, state, "GATE_FAILED" if state == "FAILED" else state)
+    await cluster.wait(lambda: cluster.status(name).get("phase") in ("Succeeded", "Failed"), what="done")

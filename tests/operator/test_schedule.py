@@ -4,67 +4,16 @@ with `git ls-remote` from a real repository, concurrency policies and history li
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import POLL_S, TEST_CLIENT, Cluster, verb_of
-
-from benchgate.controller.access import GROUP, VERSION
-from benchgate.controller.decide.schedule import SCHEDULE_LABEL
+from operator_harness import POLL_S, TEST_CLIENT, Cluster, finish, git, owned, schedule_manifest, verb_of
 
 pytestmark = pytest.mark.asyncio
 # 120x: a cron time of every minute comes every 0.5 s of real time.
 FAST = [{"speed": 120.0}]
-
-
-def git(cwd: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
-    return done.stdout.strip()
-
-
-@pytest.fixture
-def repository(tmp_path: Path) -> tuple[str, Path]:
-    """A real git repository with a main branch; returns (file:// URL, path)."""
-    repo = tmp_path / "trainer"
-    repo.mkdir()
-    git(repo, "init", "--quiet", "--initial-branch=main")
-    git(repo, "config", "user.email", "ci@example.com")
-    git(repo, "config", "user.name", "ci")
-    (repo / "train.py").write_text("print('v1')\n")
-    git(repo, "add", "train.py")
-    git(repo, "commit", "--quiet", "-m", "v1")
-    return repo.resolve().as_uri(), repo
-
-
-def schedule_manifest(name: str, url: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "BenchmarkSchedule",
-        "metadata": {"name": name, "namespace": "team-a"},
-        "spec": {
-            "schedule": "* * * * *",
-            "runTemplate": {
-                "metadata": {"labels": {"team": "infra"}},
-                "spec": {"repository": url, "branch": "main", "worldSize": 2},
-            },
-            **spec,
-        },
-    }
-
-
-def owned(cluster: Cluster, schedule: str) -> list[dict[str, Any]]:
-    runs = [cluster.get(n) for n in cluster.names()]
-    return [r for r in runs if r and r["metadata"].get("labels", {}).get(SCHEDULE_LABEL) == schedule]
-
-
-async def finish(cluster: Cluster, run: dict[str, Any], state: str = "SUCCEEDED") -> None:
-    name = run["metadata"]["name"]
-    run_id = await cluster.wait(lambda: cluster.status(name).get("kfpRunId"), what=f"{name} submitted")
-    cluster.kfp.force(run_id, state, "GATE_FAILED" if state == "FAILED" else state)
-    await cluster.wait(lambda: cluster.status(name).get("phase") in ("Succeeded", "Failed"), what="done")
 
 
 @pytest.mark.parametrize("cluster", FAST, indirect=True)

@@ -13,8 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from harness import free_port
-from operator_harness import Cluster
-from test_schedule import finish, git, owned, schedule_manifest
+from operator_harness import Cluster, finish, git, owned, schedule_manifest
 
 from benchgate.config import parse_config
 from benchgate.controller.access import GROUP, VERSION

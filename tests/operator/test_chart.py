@@ -32,7 +32,7 @@ import pytest
 import yaml
 
 import benchgate
-from benchgate.controller.access import FINALIZER, PEERING_GROUP, required_access
+from benchgate.controller.access import FINALIZER, KFP_ACCESS, PEERING_GROUP, required_access
 from benchgate.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -618,9 +618,10 @@ def test_network_policy_admits_the_probe_and_metrics_ports_only(chart: helm_pyth
     objects = render(chart, VARIANTS["monitoring"])
     policy = one(objects, "NetworkPolicy")["spec"]
     container = controller_container(objects)
-    assert policy["podSelector"]["matchLabels"].items() <= one(objects, "Deployment")["spec"]["template"][
-        "metadata"
-    ]["labels"].items()
+    assert (
+        policy["podSelector"]["matchLabels"].items()
+        <= one(objects, "Deployment")["spec"]["template"]["metadata"]["labels"].items()
+    )
     (ingress,) = policy["ingress"]
     assert {p["port"] for p in ingress["ports"]} == {p["name"] for p in container["ports"]}
     assert ingress["from"] == values["ingressFrom"]
@@ -735,6 +736,31 @@ def test_user_roles_aggregate_into_view_and_edit(chart: helm_python.Chart) -> No
     # People never write a status: that is the controller's record of what happened.
     assert not any("/status" in r for rule in edit["rules"] + view["rules"] for r in rule["resources"])
     assert [r for r in of_kind(render(chart, VARIANTS["metrics-off"]), "ClusterRole") if user_role(r)] == []
+
+
+@pytest.mark.parametrize("namespaced", [False, True])
+def test_kfp_profiles_grant_exactly_the_kfp_calls_and_nothing_of_kubeflow_edit(
+    chart: helm_python.Chart, namespaced: bool
+) -> None:
+    objects = render(chart, {"kfp": {"profiles": ["team-a", "team-b"]}, "rbac": {"namespaced": namespaced}})
+    roles = [r for r in of_kind(objects, "Role") if r["metadata"]["name"] == f"{RELEASE}-kfp"]
+    bindings = [b for b in of_kind(objects, "RoleBinding") if b["metadata"]["name"] == f"{RELEASE}-kfp"]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    assert sorted(b["metadata"]["namespace"] for b in bindings) == ["team-a", "team-b"]
+    granted = {(a.api_group, a.resource, verb) for a in KFP_ACCESS for verb in a.verbs}
+    account = one(objects, "ServiceAccount")["metadata"]["name"]
+    for role, binding in zip(roles, bindings, strict=True):
+        assert triples(role["rules"]) == granted
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": f"{RELEASE}-kfp",
+        }
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]
+    # None by default, and none when the chart creates no RBAC at all.
+    assert [r for r in of_kind(render(chart, {}), "Role") if r["metadata"]["name"].endswith("-kfp")] == []
+    without_rbac = render(chart, {"kfp": {"profiles": ["team-a"]}, "rbac": {"create": False}})
+    assert of_kind(without_rbac, "Role", "RoleBinding") == []
 
 
 def test_rbac_and_service_account_can_be_left_to_the_user(chart: helm_python.Chart) -> None:

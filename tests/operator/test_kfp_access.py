@@ -7,7 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from fake_kfp_server import authorization_of
 from operator_harness import Cluster, run_manifest
+
+from benchgate.controller.access import KFP_ACCESS, KFP_GROUP
 
 pytestmark = pytest.mark.asyncio
 
@@ -67,3 +70,23 @@ async def test_an_experiment_another_controller_created_meanwhile_is_used(cluste
     assert cluster.kfp.runs[status["kfpRunId"]]["experiment_id"] == experiment["experiment_id"]
     assert cluster.kfp.calls("POST", "/experiments") == 1
     assert cluster.kfp.calls("POST", "/runs") == 1
+
+
+async def test_the_controller_calls_only_what_the_charts_kfp_role_grants(cluster: Cluster) -> None:
+    # A run created, followed and deleted mid-flight (terminate) on a multi-user KFP: every call KFP
+    # would authorize is one of KFP_ACCESS, the rules of the chart's Role in each profile
+    # (tests/operator/test_chart.py holds the chart to KFP_ACCESS).
+    cluster.kfp.scenario.multi_user = True
+    await cluster.create(in_namespace("a-1", "team-a"))
+    await cluster.wait(
+        lambda: status_in(cluster, "a-1", "team-a").get("phase") == "Running", what="a-1 running"
+    )
+    run_id = status_in(cluster, "a-1", "team-a")["kfpRunId"]
+    await cluster.delete("a-1", "team-a")
+    await cluster.wait(lambda: cluster.kfp.terminated == [run_id], what="its KFP run terminated")
+    asked = {authorization_of(method, path) for method, path in cluster.kfp.requests} - {None}
+    granted = {(a.resource, verb) for a in KFP_ACCESS for verb in a.verbs}
+    assert {a.api_group for a in KFP_ACCESS} == {KFP_GROUP}
+    assert asked <= granted, f"calls outside the chart's KFP role: {sorted(asked - granted)}"
+    # And each verb the role grants is one this life of a run uses: nothing granted in vain.
+    assert asked == granted

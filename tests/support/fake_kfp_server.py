@@ -104,6 +104,22 @@ class FakeKfp:
         return sum(1 for m, p in self.requests if m == method and p.startswith(API + path_prefix))
 
 
+def authorization_of(method: str, path: str) -> tuple[str, str] | None:
+    """The (resource, verb) of group pipelines.kubeflow.org that a multi-user KFP authorizes a request
+    for, as its API server does (backend/src/apiserver/server/experiment_server.go and run_server.go:
+    each handler's SubjectAccessReview); None for a request it does not authorize (healthz)."""
+    route = path.removeprefix(API)
+    if route == "/experiments":
+        return ("experiments", "list" if method == "GET" else "create")
+    if route == "/runs":
+        return ("runs", "list" if method == "GET" else "create")
+    if route.startswith("/runs/") and route.endswith(":terminate") and method == "POST":
+        return ("runs", "terminate")
+    if route.startswith("/runs/") and method == "GET":
+        return ("runs", "get")
+    return None
+
+
 def _predicate_value(filter_text: str | None, key: str) -> str | None:
     if not filter_text:
         return None

@@ -65,3 +65,17 @@ def required_access(*, namespaced: bool, peering: bool) -> tuple[Access, ...]:
 
 def allows(api_group: str, resource: str, verb: str, access: Iterable[Access] = REQUIRED_ACCESS) -> bool:
     return any(a.api_group == api_group and a.resource == resource and verb in a.verbs for a in access)
+
+
+# What the controller asks of a multi-user Kubeflow Pipelines, whose API server authorizes each call by
+# a SubjectAccessReview on these resources of group pipelines.kubeflow.org in the profile namespace
+# (kubeflow/pipelines backend/src/apiserver/common/const.go): the experiment is found by name (list)
+# or created; runs are created, found by name after a lost status write (list), followed (get) and
+# terminated when their BenchmarkRun is deleted or times out. The chart's `-kfp` ClusterRole is exactly
+# this, bound in each profile of `kfp.profiles`: nothing of Kubeflow's `kubeflow-edit` (pods, secrets,
+# notebooks of the profile) is needed.
+KFP_GROUP = "pipelines.kubeflow.org"
+KFP_ACCESS: tuple[Access, ...] = (
+    Access(KFP_GROUP, "experiments", ("create", "list")),
+    Access(KFP_GROUP, "runs", ("create", "get", "list", "terminate")),
+)

@@ -222,3 +222,43 @@ async def test_a_multi_node_run_is_refused_where_the_policy_does_not_allow_multi
     assert admitted["message"].startswith("spec.worldSize: got 16 (a world size must fit on one node")
     assert "the policy's multiNode: true, which is false" in admitted["message"], admitted["message"]
     assert cluster.kfp.created_runs == []
+
+
+@pytest.mark.parametrize(
+    "cluster", [{"speed": 120.0, "policy": Policy(default_active_deadline_seconds=60)}], indirect=True
+)
+async def test_the_policys_default_deadline_terminates_a_run_that_sets_none(cluster: Cluster) -> None:
+    await cluster.create(run_manifest("unbounded"))
+    status = await cluster.phase("unbounded", "Failed")
+    assert status["activeDeadlineSeconds"] == 60
+    finished = condition(status, "Finished")
+    assert finished["reason"] == "DeadlineExceeded" and "activeDeadlineSeconds=60" in finished["message"]
+    assert cluster.kfp.terminated == [status["kfpRunId"]]
+
+
+@pytest.mark.parametrize(
+    "cluster", [{"policy": Policy(experiments={"*": ("{namespace}", "{namespace}/*")})}], indirect=True
+)
+async def test_another_teams_experiment_and_any_tracking_server_are_refused(cluster: Cluster) -> None:
+    await cluster.create(run_manifest("theirs", mlflowExperiment="team-b/nightly"))
+    await cluster.create(
+        run_manifest(
+            "exfiltrate",
+            mlflowExperiment="team-a",
+            config={"tracking": {"uri": "https://mlflow.evil.example"}},
+        )
+    )
+    await cluster.create(run_manifest("ours", mlflowExperiment="team-a/nightly"))
+    for name, reason, message in (
+        ("theirs", "ExperimentNotAllowed", "spec.mlflowExperiment: got 'team-b/nightly'"),
+        (
+            "exfiltrate",
+            "TrackingUriNotAllowed",
+            "spec.config.tracking.uri: got 'https://mlflow.evil.example'",
+        ),
+    ):
+        admitted = condition(await cluster.phase(name, "Failed"), "Admitted")
+        assert (admitted["status"], admitted["reason"]) == ("False", reason)
+        assert admitted["message"].startswith(message), admitted["message"]
+    await cluster.phase("ours", "Running")
+    assert [b["display_name"] for b in cluster.kfp.created_runs] == [cluster.status("ours")["kfpRunName"]]

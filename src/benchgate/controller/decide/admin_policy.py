@@ -23,7 +23,7 @@ it from the chart's values. Pure: no kopf, no I/O, no clock.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
@@ -180,9 +180,11 @@ def policy_from_json(text: str) -> Policy:
     try:
         return Policy.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(
-            "; ".join(
-                f"{ENV}.{'.'.join(str(p) for p in item['loc'])}: got {item.get('input')!r} ({item['msg']})"
-                for item in e.errors()
-            )
-        ) from None
+        raise ConfigError("; ".join(_error_text(item) for item in e.errors())) from None
+
+
+def _error_text(item: Any) -> str:
+    # A rule over several keys (a model validator's, located at the policy itself) names its keys.
+    if not item["loc"]:
+        return f"{ENV}: {str(item['msg']).removeprefix('Value error, ')}"
+    return f"{ENV}.{'.'.join(str(p) for p in item['loc'])}: got {item.get('input')!r} ({item['msg']})"

@@ -78,7 +78,8 @@ def verdict(document: Any, where: str, policy: Policy, mlflow_uri: str, known: s
     if not isinstance(document, dict) or document.get("kind") not in KINDS:
         got = document.get("kind") if isinstance(document, dict) else type(document).__name__
         raise ConfigError(f"{where}: kind: got {got!r} (expected BenchmarkRun or BenchmarkSchedule)")
-    meta = document.get("metadata") if isinstance(document.get("metadata"), dict) else {}
+    meta = document.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
     namespace, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "(unnamed)")
     spec = document.get("spec")
     kind = document["kind"]
@@ -146,7 +147,8 @@ def check_command(
     try:
         settings = chart_values(list(values or []), chart or CHART_DIR)
         policy = policy_from_values(settings)
-        mlflow = settings.get("mlflow") if isinstance(settings.get("mlflow"), dict) else {}
+        mlflow = settings.get("mlflow")
+        mlflow = mlflow if isinstance(mlflow, dict) else {}
         mlflow_uri = str(mlflow.get("trackingUri") or "")
         documents = [(f"{file}, document {i + 1}", d) for i, d in enumerate(_load_yaml(file, "file"))]
         if not documents:

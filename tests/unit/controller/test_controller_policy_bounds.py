@@ -245,3 +245,20 @@ def test_quantities(text: str, value: Decimal) -> None:
 def test_a_bad_quantity_is_named() -> None:
     with pytest.raises(ValueError, match="'8 cores' is not a Kubernetes quantity"):
         quantity("8 cores")
+
+
+@pytest.mark.parametrize("config", [{"mlflow_tracking_uri": "http://x"}, {"mlflow": {"uri": "http://x"}}])
+def test_no_other_config_key_names_a_tracking_server(config: dict[str, Any]) -> None:
+    found = plan.submission(
+        {"commit": SHA, "repository": REPOSITORY, "config": config},
+        {"generation": 1},
+        {},
+        "team-a",
+        "pr-1",
+        "uid-1",
+        "",
+        pipeline_parameter_names(),
+        NOW,
+    )
+    assert isinstance(found, plan.Outcome) and found.warning is not None
+    assert found.warning[0] == "InvalidSpec" and "Extra inputs are not permitted" in found.warning[1]

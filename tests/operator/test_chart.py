@@ -826,6 +826,7 @@ def test_controller_parses_what_the_chart_renders(chart: helm_python.Chart) -> N
         promote_namespaces=("ml-infra",),
         promote_schedule_owned_only=True,
         max_gpus_per_node=16,
+        default_active_deadline_seconds=21600,  # the chart's default, which the variant keeps
     )
     assert settings.peering_name == one(objects, "KopfPeering")["metadata"]["name"]
     assert settings.peering_priority == 5
@@ -844,7 +845,7 @@ def test_controller_parses_what_the_chart_renders(chart: helm_python.Chart) -> N
         {**one(render(chart, VARIANTS["standalone"]), "ConfigMap")["data"], "POD_UID": uid}
     )
     assert standalone.peering_name == ""
-    assert defaults.policy == Policy(max_gpus_per_node=8)
+    assert defaults.policy == Policy(max_gpus_per_node=8, default_active_deadline_seconds=21600)
 
 
 def test_a_projected_service_account_token_reaches_kfps_default_token_path(chart: helm_python.Chart) -> None:
@@ -969,6 +970,12 @@ BAD_VALUES = [
     ({"policy": {"promoteScheduleOwnedOnly": "yes"}}, "promoteScheduleOwnedOnly"),
     ({"policy": {"maxGpusPerNode": -1}}, "maxGpusPerNode"),
     ({"policy": {"maxGpusPerNode": 1.5}}, "maxGpusPerNode"),
+    ({"policy": {"experiments": {"team-a": "team-a"}}}, "experiments"),
+    ({"policy": {"defaultActiveDeadlineSeconds": -1}}, "defaultActiveDeadlineSeconds"),
+    ({"policy": {"maxActiveDeadlineSeconds": "1h"}}, "maxActiveDeadlineSeconds"),
+    ({"policy": {"acceleratorTypes": "nvidia.com/gpu"}}, "acceleratorTypes"),
+    ({"policy": {"maxCpuRequest": 16}}, "maxCpuRequest"),
+    ({"policy": {"maxMemoryRequest": "32 GB"}}, "maxMemoryRequest"),
 ]
 
 

@@ -1,19 +1,26 @@
 """The admin policy through the real controller (kopf, kmock's API, the FAKE KFP server): a run outside
 it is refused before KFP hears of it, with the Admitted condition and one Warning Event; a promotion
-where none is allowed runs as `never`; only a run a schedule really made counts as the schedule's."""
+where none is allowed runs as `never`; only a run a schedule really made counts as the schedule's; the
+policy's default deadline ends a run that sets none; and the chart renders the policy `benchgate policy
+check` derives from the same values."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import helm_python
 import pytest
+import yaml
 from kmock import action
 from operator_harness import Cluster, run_manifest
 
+from benchgate.cli.policy import CHART_DIR, chart_values
 from benchgate.controller.access import GROUP, VERSION
 from benchgate.controller.decide.admin_policy import Policy
+from benchgate.controller.decide.policy_values import policy_from_values, policy_json
 from benchgate.controller.decide.schedule import SCHEDULE_LABEL
 from benchgate.controller.spec.resources import Toleration
 
@@ -222,3 +229,75 @@ async def test_a_multi_node_run_is_refused_where_the_policy_does_not_allow_multi
     assert admitted["message"].startswith("spec.worldSize: got 16 (a world size must fit on one node")
     assert "the policy's multiNode: true, which is false" in admitted["message"], admitted["message"]
     assert cluster.kfp.created_runs == []
+
+
+@pytest.mark.parametrize(
+    "cluster", [{"speed": 120.0, "policy": Policy(default_active_deadline_seconds=60)}], indirect=True
+)
+async def test_the_policys_default_deadline_terminates_a_run_that_sets_none(cluster: Cluster) -> None:
+    await cluster.create(run_manifest("unbounded"))
+    status = await cluster.phase("unbounded", "Failed")
+    assert status["activeDeadlineSeconds"] == 60
+    finished = condition(status, "Finished")
+    assert finished["reason"] == "DeadlineExceeded" and "activeDeadlineSeconds=60" in finished["message"]
+    assert cluster.kfp.terminated == [status["kfpRunId"]]
+
+
+@pytest.mark.parametrize(
+    "cluster", [{"policy": Policy(experiments={"*": ("{namespace}", "{namespace}/*")})}], indirect=True
+)
+async def test_another_teams_experiment_and_any_tracking_server_are_refused(cluster: Cluster) -> None:
+    await cluster.create(run_manifest("theirs", mlflowExperiment="team-b/nightly"))
+    await cluster.create(
+        run_manifest(
+            "exfiltrate",
+            mlflowExperiment="team-a",
+            config={"tracking": {"uri": "https://mlflow.evil.example"}},
+        )
+    )
+    await cluster.create(run_manifest("ours", mlflowExperiment="team-a/nightly"))
+    for name, reason, message in (
+        ("theirs", "ExperimentNotAllowed", "spec.mlflowExperiment: got 'team-b/nightly'"),
+        (
+            "exfiltrate",
+            "TrackingUriNotAllowed",
+            "spec.config.tracking.uri: got 'https://mlflow.evil.example'",
+        ),
+    ):
+        admitted = condition(await cluster.phase(name, "Failed"), "Admitted")
+        assert (admitted["status"], admitted["reason"]) == ("False", reason)
+        assert admitted["message"].startswith(message), admitted["message"]
+    await cluster.phase("ours", "Running")
+    assert [b["display_name"] for b in cluster.kfp.created_runs] == [cluster.status("ours")["kfpRunName"]]
+
+
+CHART_VALUES = [
+    {},
+    {"policy": {"experiments": {"*": ["{namespace}", "{namespace}/*"]}, "maxCpuRequest": "64"}},
+    {"policy": {"repositories": ["https://github.com/acme/"], "defaultActiveDeadlineSeconds": 0}},
+]
+
+
+@pytest.mark.parametrize("values", CHART_VALUES, ids=["defaults", "experiments", "repositories"])
+async def test_the_chart_renders_the_policy_the_cli_derives_from_the_same_values(
+    values: dict[str, Any], tmp_path: Path
+) -> None:
+    # Helm merges the values over values.yaml and renders BENCHGATE_POLICY; the CLI merges them itself.
+    with helm_python.Chart.load(CHART_DIR) as chart:
+        rendered = chart.render(
+            {**values, "kfp": {"host": "http://ml-pipeline.kubeflow:8888"}}, name="bg", namespace="bg"
+        )
+    (configmap,) = [
+        d
+        for path, text in rendered.items()
+        if path.endswith(".yaml")
+        for d in yaml.safe_load_all(text)
+        if isinstance(d, dict) and d.get("kind") == "ConfigMap" and "BENCHGATE_POLICY" in d.get("data", {})
+    ]
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values), encoding="utf-8")
+    derived = chart_values([path], CHART_DIR)
+    assert json.loads(configmap["data"]["BENCHGATE_POLICY"]) == json.loads(policy_json(derived))
+    assert policy_from_values(derived) == Policy.model_validate(
+        json.loads(configmap["data"]["BENCHGATE_POLICY"])
+    )

@@ -30,6 +30,7 @@ from benchgate.cli.comment import comment
 from benchgate.cli.doctor import DOCTOR_CODES, doctor
 from benchgate.cli.gate import ENV_CODES, GATE_EPILOG, VERSION_CODES, compare, env, run, version
 from benchgate.cli.history import history_app
+from benchgate.cli.policy import policy_app
 from benchgate.cli.suite import suite_app
 from benchgate.cli.sync import SYNC_CODES, sync
 from benchgate.cli.terminal import APP_SETTINGS, PlainCommand, console, errors
@@ -80,6 +81,7 @@ app.command(epilog=SYNC_CODES)(sync)
 app.command(name="comment", epilog=COMMENT_EPILOG)(comment)
 app.add_typer(baseline_app, name="baseline")
 app.add_typer(history_app, name="history")
+app.add_typer(policy_app, name="policy")
 app.add_typer(suite_app, name="suite")
 
 

@@ -13,8 +13,9 @@ import pytest
 from benchgate.controller.access import GROUP, VERSION
 from benchgate.controller.decide import admission
 from benchgate.controller.decide import planning as plan
-from benchgate.controller.decide.admin_policy import Policy, check, policy_from_json, under
+from benchgate.controller.decide.admin_policy import Policy, policy_from_json, under
 from benchgate.controller.decide.planning import Outcome, Submission
+from benchgate.controller.decide.policy_checks import check
 from benchgate.controller.settings import settings_from_env
 from benchgate.controller.spec.resources import BenchmarkRunSpec, Toleration, parse_spec
 from benchgate.errors import ConfigError
@@ -38,7 +39,10 @@ def reasons(policy: Policy, namespace: str = "team-a", owned: bool = False, **fi
 
 
 def test_the_policy_needs_no_kopf() -> None:
-    modules = "benchgate.controller.decide.admin_policy, benchgate.controller.decide.admission"
+    modules = (
+        "benchgate.controller.decide.admin_policy, benchgate.controller.decide.admission, "
+        "benchgate.controller.decide.policy_values"
+    )
     code = f"import sys, {modules}; print('kopf' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

@@ -21,8 +21,9 @@ from typing import Any
 
 from benchgate.controller.access import GROUP, VERSION
 from benchgate.controller.decide import planning as plan
-from benchgate.controller.decide.admin_policy import Policy, check
+from benchgate.controller.decide.admin_policy import Policy
 from benchgate.controller.decide.planning import Outcome, Submission, View
+from benchgate.controller.decide.policy_checks import check
 from benchgate.controller.spec import status as st
 from benchgate.controller.spec.resources import BenchmarkRunSpec, RunParameters, parse_spec
 from benchgate.errors import ConfigError
@@ -85,7 +86,8 @@ def admit(
     submission: Submission, namespace: str, owned: bool, policy: Policy, status: View, now: datetime
 ) -> Admitted | Outcome:
     """The run under `policy` (`owned`: `schedule_owned`): admitted, with `update_baseline` lowered
-    where it may not promote, or refused (Failed with the condition and a Warning Event, not retried)."""
+    where it may not promote and its effective deadline in the first status (`past_deadline` reads it
+    there), or refused (Failed with the condition and a Warning Event, not retried)."""
     admission = check(submission.spec, namespace, owned, policy)
     if not admission.admitted:
         first = admission.refusals[0]
@@ -101,7 +103,10 @@ def admit(
     # than promoting by the pipeline's default.
     if "update_baseline" in arguments or admission.lowered:
         arguments = {**arguments, "update_baseline": admission.update_baseline}
-    return Admitted(replace(submission, arguments=arguments), _noted(status, condition))
+    opening = submission.status
+    if admission.active_deadline_seconds is not None:
+        opening = opening.model_copy(update={"active_deadline_seconds": admission.active_deadline_seconds})
+    return Admitted(replace(submission, arguments=arguments, status=opening), _noted(status, condition))
 
 
 def _noted(status: View, condition: dict[str, str]) -> dict[str, Any]:

@@ -219,16 +219,22 @@ def following(status: View) -> bool:
 
 
 def past_deadline(spec: View, status: View, now: datetime) -> bool:
-    deadline = spec.get("activeDeadlineSeconds")
+    deadline = _deadline(spec, status)
     started = st.parse_time(status.get("startTime"))
     return bool(deadline and started and now - started > timedelta(seconds=int(deadline)))
+
+
+def _deadline(spec: View, status: View) -> Any:
+    # The status holds the deadline admission gave the run (the policy's default where the spec sets
+    # none); a run admitted before the status had it goes by its spec.
+    return status.get("activeDeadlineSeconds") or spec.get("activeDeadlineSeconds")
 
 
 def deadline_exceeded(spec: View, status: View, terminated: bool, now: datetime) -> Outcome:
     """The run passed activeDeadlineSeconds while its KFP run was still going: Failed. `terminated`:
     this look terminated the KFP run (else it was already being canceled)."""
     message = (
-        f"ran longer than activeDeadlineSeconds={spec.get('activeDeadlineSeconds')}; "
+        f"ran longer than activeDeadlineSeconds={_deadline(spec, status)}; "
         f"the KFP run {'was terminated' if terminated else 'was already being canceled'}"
     )
     return Outcome(status=_finished(status, st.FAILED, "DeadlineExceeded", message, now))

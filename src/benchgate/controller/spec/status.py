@@ -261,6 +261,11 @@ class BenchmarkRunStatus(StatusModel):
     )
     start_time: Timestamp | None = Field(None, description="When the KFP run was submitted.")
     completion_time: Timestamp | None = Field(None, description="When the run ended, or was refused.")
+    active_deadline_seconds: int | None = Field(
+        None,
+        description="The deadline the run goes with: spec.activeDeadlineSeconds, else the admin policy's "
+        "defaultActiveDeadlineSeconds (unset: none).",
+    )
 
 
 class HistoryRegression(StatusModel):

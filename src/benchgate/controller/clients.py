@@ -202,8 +202,12 @@ class KubeRuns:
             raise RunFailedError(answer) from None
         return True
 
-    def list(self, namespace: str) -> list[dict[str, Any]]:
-        found = self.api.list_namespaced_custom_object(GROUP, VERSION, namespace, "benchmarkruns")
+    def list(self, namespace: str, label_selector: str | None = None) -> list[dict[str, Any]]:
+        """The BenchmarkRuns of `namespace`, those `label_selector` selects only when given (a schedule
+        lists its own runs, not every run of the namespace at every look)."""
+        found = self.api.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, "benchmarkruns", label_selector=label_selector
+        )
         return [
             item for item in found.get("items", []) if item.get("metadata", {}).get("namespace") == namespace
         ]

@@ -15,10 +15,11 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from benchgate.config import DEFAULT_WORKLOAD, Tolerances
+from benchgate.controller.spec.kube_names import annotations_problem, labels_problem
 from benchgate.controller.spec.suite import (
     KUBE_EXTENSION,
     WORKLOAD_PATTERN,
@@ -234,12 +235,31 @@ class BenchmarkRunSpec(RunParameters):
 
 
 class RunTemplateMetadata(_Spec):
+    """Labels and annotations of each run. Checked here against Kubernetes' rules (kube_names): a bad
+    one is the schedule's InvalidSpec, not a create the API server refuses at every cron time."""
+
     labels: dict[str, Annotated[str, Field(description="The label's value.")]] = Field(
         default_factory=dict, description="Labels of each created BenchmarkRun."
     )
     annotations: dict[str, Annotated[str, Field(description="The annotation's value.")]] = Field(
         default_factory=dict, description="Annotations of each created BenchmarkRun."
     )
+
+    @field_validator("labels")
+    @classmethod
+    def _valid_labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        problem = labels_problem(labels)
+        if problem is not None:
+            raise ValueError(problem)
+        return labels
+
+    @field_validator("annotations")
+    @classmethod
+    def _valid_annotations(cls, annotations: dict[str, str]) -> dict[str, str]:
+        problem = annotations_problem(annotations)
+        if problem is not None:
+            raise ValueError(problem)
+        return annotations
 
 
 class RunTemplate(_Spec):
@@ -318,7 +338,10 @@ def _error_text(item: Any) -> str:
     where = ".".join(str(p) for p in item["loc"])
     if item["type"] == "value_error" and (not where or where.endswith("spec")):
         return f"spec.{where + '.' if where else ''}{str(item['msg']).removeprefix('Value error, ')}"
-    return f"spec.{where}: got {item.get('input')!r} ({item['msg']})"
+    # The value as given, cut: a 256 KiB annotation must not make a condition or an Event that size.
+    given = repr(item.get("input"))
+    given = given if len(given) <= 500 else given[:500] + "..."
+    return f"spec.{where}: got {given} ({item['msg']})"
 
 
 def pipeline_arguments(spec: BenchmarkRunSpec, mlflow_tracking_uri: str, known: set[str]) -> dict[str, Any]:

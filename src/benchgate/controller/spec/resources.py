@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic.alias_generators import to_camel
 
 from benchgate.config import DEFAULT_WORKLOAD, Tolerances
-from benchgate.controller.spec.kube_names import annotations_problem, labels_problem
+from benchgate.controller.spec.kube_names import MAX_ANNOTATIONS_BYTES, annotations_problem, labels_problem
 from benchgate.controller.spec.suite import (
     KUBE_EXTENSION,
     WORKLOAD_PATTERN,
@@ -66,6 +66,13 @@ REPOSITORY_PATTERN = (
 # component ending in '.lock'.
 BRANCH_PATTERN = r"^([A-Za-z0-9_][A-Za-z0-9_-]*((\.|/|\./)[A-Za-z0-9_-]+)*)?$"
 LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+# Bounds on every free string, map and list of the specs, in the CRDs too: the API server refuses an
+# oversized object before it is stored, and its CEL cost estimates need them. Generous for real use.
+MAX_NAME = 253  # a Kubernetes name (a PVC, a resource, a runtime), a time zone, a cron expression
+MAX_KEY = 317  # a label or taint key: a DNS-1123 prefix (253), '/', a name (63)
+MAX_URL = 2048
+MAX_TEXT = 1024  # free text: a workload reference, an experiment, a value
+MAX_ITEMS = 64  # a list or map: tolerations, node selector, labels, workload arguments
 
 
 class _Spec(BaseModel):
@@ -76,9 +83,13 @@ class _Spec(BaseModel):
 class Toleration(_Spec):
     """A toleration of the GPU tasks' pods, as in a Pod's spec.tolerations."""
 
-    key: str = Field("", description="Taint key the toleration matches (empty with Exists: all taints).")
+    key: str = Field(
+        "",
+        max_length=MAX_KEY,
+        description="Taint key the toleration matches (empty with Exists: all taints).",
+    )
     operator: Literal["Exists", "Equal"] = Field("Equal", description="Exists or Equal.")
-    value: str = Field("", description="Taint value to match with Equal.")
+    value: str = Field("", max_length=MAX_TEXT, description="Taint value to match with Equal.")
     effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
         "", description="Taint effect to match (empty: all effects)."
     )
@@ -99,6 +110,7 @@ class MultiNode(_Spec):
     runtime: str = Field(
         DEFAULT_TRAINER_RUNTIME,
         min_length=1,
+        max_length=MAX_NAME,
         description="The ClusterTrainingRuntime of the TrainJob (Kubeflow Trainer's torch framework).",
     )
 
@@ -109,6 +121,7 @@ class RunParameters(_Spec):
     repository: str = Field(
         ...,
         pattern=REPOSITORY_PATTERN,
+        max_length=MAX_URL,
         description="Git URL of the code under test (https, ssh, file, git@).",
     )
     branch: str = Field(
@@ -123,12 +136,16 @@ class RunParameters(_Spec):
         description="Full SHA of the base for A/B timing (empty: the commit of the profile's baseline run).",
     )
     workload: str = Field(
-        DEFAULT_WORKLOAD, pattern=WORKLOAD_PATTERN, description="Workload factory as 'module:function'."
+        DEFAULT_WORKLOAD,
+        pattern=WORKLOAD_PATTERN,
+        max_length=MAX_TEXT,
+        description="Workload factory as 'module:function'.",
     )
     # The union is pydantic's smart one: each value keeps the type YAML gave it (512 an int, "512" a
     # string, 512.0 a float, true a boolean), and the pipeline gets them as JSON, which keeps them too.
-    workload_args: dict[str, str | int | float | bool] = Field(
+    workload_args: dict[str, Annotated[str, Field(max_length=MAX_TEXT)] | int | float | bool] = Field(
         default_factory=dict,
+        max_length=MAX_ITEMS,
         description="Keyword arguments of the workload factory: strings, integers, floats, booleans, each "
         'passed as written (512 is an int, "512" a string, 512.0 a float).',
         json_schema_extra={KUBE_EXTENSION: True},
@@ -151,25 +168,32 @@ class RunParameters(_Spec):
         "auto", description="auto: promote on main when every timing check passes; always; never."
     )
     accelerator_type: str = Field(
-        "nvidia.com/gpu", min_length=1, description="Extended resource of the GPU tasks."
+        "nvidia.com/gpu", min_length=1, max_length=MAX_KEY, description="Extended resource of the GPU tasks."
     )
-    node_selector: dict[str, Annotated[str, Field(description="The node label's value.")]] = Field(
-        default_factory=dict, description="Node selector of the GPU tasks (the GPU node pool)."
+    node_selector: dict[str, Annotated[str, Field(max_length=63, description="The node label's value.")]] = (
+        Field(
+            default_factory=dict,
+            max_length=MAX_ITEMS,
+            description="Node selector of the GPU tasks (the GPU node pool).",
+        )
     )
     tolerations: list[Toleration] = Field(
         default_factory=lambda: [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")],
+        max_length=MAX_ITEMS,
         description="Tolerations of the GPU tasks.",
     )
     # Strings, as a quantity in YAML must be quoted here ("8"): the schema has no int-or-string.
     cpu_request: str = Field(
         GPU_CPU_REQUEST,
         pattern=CPU_QUANTITY_PATTERN,
+        max_length=64,
         description='CPU request of each GPU task\'s pod, a quantity ("8", "500m"), above zero: with no '
         "request a pod is BestEffort. The default is a core per rank of the default worldSize 8.",
     )
     memory_request: str = Field(
         GPU_MEMORY_REQUEST,
         pattern=MEMORY_QUANTITY_PATTERN,
+        max_length=64,
         description="Memory request of each GPU task's pod, a quantity (\"32Gi\"), above zero; the pod's "
         f"memory-backed /dev/shm (up to {SHM_SIZE_LIMIT}, for NCCL and DataLoader workers) counts "
         "against it.",
@@ -181,10 +205,13 @@ class RunParameters(_Spec):
     )
     baseline_pvc: str = Field(
         "",
+        max_length=MAX_NAME,
         description="A PersistentVolumeClaim for the baseline cache and spool (empty: none; MLflow keeps "
         "baselines and history, and unsent results stay in the run's KFP artifacts).",
     )
-    mlflow_experiment: str = Field("benchgate", min_length=1, description="MLflow experiment of the run.")
+    mlflow_experiment: str = Field(
+        "benchgate", min_length=1, max_length=MAX_TEXT, description="MLflow experiment of the run."
+    )
     config: dict[str, Any] = Field(
         default_factory=dict,
         description="Any other benchgate setting, shaped like the TOML file; the fields above win.",
@@ -238,11 +265,13 @@ class RunTemplateMetadata(_Spec):
     """Labels and annotations of each run. Checked here against Kubernetes' rules (kube_names): a bad
     one is the schedule's InvalidSpec, not a create the API server refuses at every cron time."""
 
-    labels: dict[str, Annotated[str, Field(description="The label's value.")]] = Field(
-        default_factory=dict, description="Labels of each created BenchmarkRun."
+    labels: dict[str, Annotated[str, Field(max_length=63, description="The label's value.")]] = Field(
+        default_factory=dict, max_length=MAX_ITEMS, description="Labels of each created BenchmarkRun."
     )
-    annotations: dict[str, Annotated[str, Field(description="The annotation's value.")]] = Field(
-        default_factory=dict, description="Annotations of each created BenchmarkRun."
+    annotations: dict[
+        str, Annotated[str, Field(max_length=MAX_ANNOTATIONS_BYTES, description="The annotation's value.")]
+    ] = Field(
+        default_factory=dict, max_length=MAX_ITEMS, description="Annotations of each created BenchmarkRun."
     )
 
     @field_validator("labels")
@@ -292,8 +321,12 @@ class HistoryCheck(_Spec):
 class BenchmarkScheduleSpec(_Spec):
     """Benchmark the head of a branch on a cron schedule (nightly runs build the gate's history)."""
 
-    schedule: str = Field(..., min_length=1, description="Cron expression, five fields ('0 2 * * *').")
-    time_zone: str = Field("UTC", min_length=1, description="IANA time zone of the schedule.")
+    schedule: str = Field(
+        ..., min_length=1, max_length=MAX_NAME, description="Cron expression, five fields ('0 2 * * *')."
+    )
+    time_zone: str = Field(
+        "UTC", min_length=1, max_length=MAX_NAME, description="IANA time zone of the schedule."
+    )
     suspend: bool = Field(False, description="Create no runs while true.")
     concurrency_policy: Literal["Allow", "Forbid", "Replace"] = Field(
         "Forbid",

@@ -20,9 +20,8 @@ from benchgate.controller.decide import schedule as sched
 from benchgate.controller.settings import settings_from_env
 from benchgate.controller.spec import crds
 from benchgate.controller.spec import status as st
+from benchgate.controller.spec.patterns import BRANCH_PATTERN, REPOSITORY_PATTERN
 from benchgate.controller.spec.resources import (
-    BRANCH_PATTERN,
-    REPOSITORY_PATTERN,
     BenchmarkRunSpec,
     BenchmarkScheduleSpec,
     parse_spec,

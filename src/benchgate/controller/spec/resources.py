@@ -12,14 +12,25 @@ the cluster would reject at the first task is rejected here, before any KFP run 
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from benchgate.config import DEFAULT_WORKLOAD, Tolerances
+from benchgate.config import DEFAULT_WORKLOAD
 from benchgate.controller.spec.kube_names import MAX_ANNOTATIONS_BYTES, annotations_problem, labels_problem
+from benchgate.controller.spec.kube_tolerances import KubeTolerances
+from benchgate.controller.spec.patterns import (
+    BRANCH_PATTERN,
+    MAX_ITEMS,
+    MAX_KEY,
+    MAX_NAME,
+    MAX_TEXT,
+    MAX_URL,
+    REPOSITORY_PATTERN,
+    SHA_OR_EMPTY_PATTERN,
+    SHA_PATTERN,
+)
 from benchgate.controller.spec.suite import (
     KUBE_EXTENSION,
     WORKLOAD_PATTERN,
@@ -39,40 +50,6 @@ from benchgate.kfp.params import (
 )
 from benchgate.kfp.run_request import build_arguments
 from benchgate.measure.source import MAX_BRANCH_LENGTH
-
-SHA_PATTERN = r"^([0-9a-f]{40}|[0-9a-f]{64})$"
-SHA_OR_EMPTY_PATTERN = r"^([0-9a-f]{40}|[0-9a-f]{64})?$"
-# The CRD refuses, at the API server, what benchgate.measure.source would refuse later. Its patterns are
-# JSON-schema regexes that Go (the API server), ECMA-262 and pydantic all read alike: no lookaround, so
-# they say what a value is made of, not what it must avoid. The controller still runs the full checks
-# (source.validate_repository, validate_branch, credentials) before any KFP run exists.
-#
-# Repository: source's URL grammar itself. Host and user never start with '-' (ssh would read
-# "-oProxyCommand=..." as an option); a user starts with a letter, digit or '_'.
-_HOST = r"[A-Za-z0-9][A-Za-z0-9.-]*"
-_USER = r"[A-Za-z0-9_][A-Za-z0-9._~%+=-]*"
-_PORT = r"(:[0-9]{1,5})?"
-_PATH = r"[A-Za-z0-9._~:/@%+=-]"
-REPOSITORY_PATTERN = (
-    rf"^(https://({_USER}(:[A-Za-z0-9._~%+=-]*)?@)?{_HOST}{_PORT}(/{_PATH}*)?"
-    rf"|ssh://({_USER}@)?{_HOST}{_PORT}(/{_PATH}*)?"
-    rf"|git@{_HOST}:[A-Za-z0-9._~/@%+=]{_PATH}*"
-    rf"|file://({_HOST})?/{_PATH}*)$"
-)
-# Branch (or empty: none): runs of [A-Za-z0-9_-] joined by '.', '/' or './', the first not starting with
-# '-', at most MAX_BRANCH_LENGTH long (the schema's maxLength). Joined that way, a name has no '//', no
-# '..', no component starting with '.', and no leading or trailing '/' or '.': every rule of
-# source.validate_branch but two, which need a lookahead and stay the controller's: not 'HEAD', and no
-# component ending in '.lock'.
-BRANCH_PATTERN = r"^([A-Za-z0-9_][A-Za-z0-9_-]*((\.|/|\./)[A-Za-z0-9_-]+)*)?$"
-LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
-# Bounds on every free string, map and list of the specs, in the CRDs too: the API server refuses an
-# oversized object before it is stored, and its CEL cost estimates need them. Generous for real use.
-MAX_NAME = 253  # a Kubernetes name (a PVC, a resource, a runtime), a time zone, a cron expression
-MAX_KEY = 317  # a label or taint key: a DNS-1123 prefix (253), '/', a name (63)
-MAX_URL = 2048
-MAX_TEXT = 1024  # free text: a workload reference, an experiment, a value
-MAX_ITEMS = 64  # a list or map: tolerations, node selector, labels, workload arguments
 
 
 class _Spec(BaseModel):
@@ -161,8 +138,10 @@ class RunParameters(_Spec):
         description="Measured training steps per world size (at least 3: the loss slope is a fit).",
     )
     warmup: int = Field(10, ge=0, strict=True, description="Steps run before measuring.")
-    tolerances: Tolerances = Field(
-        default_factory=Tolerances, description="What counts as a regression (benchgate's gate.tolerances)."
+    tolerances: KubeTolerances = Field(
+        default_factory=KubeTolerances,
+        description="What counts as a regression (benchgate's gate.tolerances), under camelCase names "
+        "(throughputDropPct); the TOML file's names (throughput_drop_pct) are deprecated.",
     )
     update_baseline: Literal["auto", "always", "never"] = Field(
         "auto", description="auto: promote on main when every timing check passes; always; never."

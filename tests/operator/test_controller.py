@@ -307,19 +307,31 @@ async def test_ttl_after_finished_deletes_the_run(cluster: Cluster) -> None:
 
 @pytest.mark.parametrize("cluster", [{"max_active_per_namespace": 2}], indirect=True)
 async def test_the_namespace_concurrency_limit_queues_runs(cluster: Cluster) -> None:
-    for name in ("q-1", "q-2", "q-3"):
+    # Created together, the three race for the two slots: kopf handles each object in its own worker,
+    # and which two claim them first is the order their creations come back from the API server, not
+    # the order they were sent. The test waits for whichever two won, not for q-1 and q-2.
+    names = ("q-1", "q-2", "q-3")
+    for name in names:
         await cluster.create(run_manifest(name))
     other = run_manifest("elsewhere")
     other["metadata"]["namespace"] = "team-b"
     await cluster.create(other)
-    await cluster.phase("q-1", "Running")
-    await cluster.phase("q-2", "Running")
-    queued = await cluster.phase("q-3", "Pending")
-    assert condition(queued, "Submitted")["reason"] == "Queued"
+
+    def phases() -> dict[str, str]:
+        return {name: str(cluster.status(name).get("phase") or "") for name in names}
+
+    def split() -> tuple[list[str], list[str]] | None:
+        now = phases()
+        running = [n for n in names if now[n] == "Running"]
+        pending = [n for n in names if now[n] == "Pending" and cluster.status(n).get("conditions")]
+        return (running, pending) if len(running) == 2 and len(pending) == 1 else None
+
+    running, (queued,) = await cluster.wait(split, what="two of the three Running and one queued")
+    assert condition(cluster.status(queued), "Submitted")["reason"] == "Queued"
     await cluster.wait(lambda: (cluster.get("elsewhere", "team-b") or {}).get("status", {}).get("kfpRunId"))
-    assert cluster.kfp.calls("POST", "/runs") == 3  # q-1, q-2 and team-b's run
-    cluster.kfp.force(kfp_run_id(cluster, "q-1"), "SUCCEEDED")
-    await cluster.phase("q-3", "Running")
+    assert cluster.kfp.calls("POST", "/runs") == 3  # two of team-a's and team-b's run
+    cluster.kfp.force(kfp_run_id(cluster, running[0]), "SUCCEEDED")
+    await cluster.phase(queued, "Running")
     assert cluster.kfp.calls("POST", "/runs") == 4
 
 

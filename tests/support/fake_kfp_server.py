@@ -266,6 +266,10 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(fake.scenario.create_delay_s)
         if fake.scenario.reject_runs:
             return self._send(400, {"error": "invalid run: world_size_n is out of range", "code": 3})
+        if body.get("experiment_id") and body["experiment_id"] not in fake.experiments:
+            # As KFP: a run in an experiment that does not exist (deleted) is NotFound.
+            message = f"Failed to create a run: experiment {body['experiment_id']} not found"
+            return self._send(404, {"error": message, "code": 5})
         # With a platform spec (ours has one) the body nests {"pipeline_spec": ..., "platform_spec": ...}.
         spec = body.get("pipeline_spec") or {}
         spec = spec.get("pipeline_spec", spec)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -104,17 +105,37 @@ class KfpRuns:
         self.metrics.kfp_request(operation, "ok")
         return result
 
+    def forget_experiment(self, namespace: str) -> None:
+        """Drop the cached experiment id of `namespace`: the next call looks it up (or creates it) again."""
+        filed_under = kfp_namespace(self.settings.kfp.namespace, self._multi_user, namespace)
+        with self._lock:
+            self._experiment_ids.pop(filed_under, None)
+
+    def _in_experiment(self, namespace: str, call: Callable[[str], T]) -> T:
+        """`call` with the experiment id of `namespace`. A failed call forgets the cached id: an
+        experiment deleted in KFP (KFP answers 404 for runs created in it) would otherwise fail every
+        submission until the controller restarts; the next look finds or recreates it. Credentials
+        refused are no sign of a stale id."""
+        try:
+            return call(self.experiment_id(namespace))
+        except KfpRefused:
+            raise
+        except (ConfigError, RunFailedError):
+            self.forget_experiment(namespace)
+            raise
+
     def ensure(self, run_name: str, arguments: dict[str, Any], namespace: str) -> tuple[str, bool]:
-        def submit() -> tuple[str, bool]:
-            experiment_id = self.experiment_id(namespace)
+        def submit(experiment_id: str) -> tuple[str, bool]:
             return ensure_run(
                 self.api(), experiment_id, run_name, arguments, lambda: self.pipeline_spec(arguments)
             )
 
-        return self._counted("submit", submit)
+        return self._counted("submit", lambda: self._in_experiment(namespace, submit))
 
     def find(self, run_name: str, namespace: str) -> str | None:
-        return self._counted("find", lambda: self.api().find_run(self.experiment_id(namespace), run_name))
+        return self._counted(
+            "find", lambda: self._in_experiment(namespace, lambda e: self.api().find_run(e, run_name))
+        )
 
     def state(self, run_id: str) -> tuple[str, list[tuple[str, str]]]:
         return self._counted("state", lambda: self.api().run_state(run_id))
@@ -144,19 +165,27 @@ class Verdicts:
 
     def find(self, kfp_run_id: str, experiment: str, suite: bool = False) -> dict[str, Any] | None:
         """{run_id, url, tags, metrics} of the gate run (with `suite`, of the suite's parent run, whose
-        verdict is the worst of its entries'), or None without MLflow or before it is logged."""
+        verdict is the worst of its entries'), or None without MLflow or before it is logged. MLflow
+        failing is tried again (settings.mlflow_retry_delays_s) before its error is raised."""
         if not self.settings.mlflow_uri:
             return None
         from benchgate.tracking.read import gate_run_for_kfp
         from benchgate.tracking.suite_runs import suite_run_for_kfp
         from benchgate.tracking.view import ui_url
 
-        try:
-            lookup = suite_run_for_kfp if suite else gate_run_for_kfp
-            run = lookup(self._connect(experiment), kfp_run_id)
-        except Exception:
-            self.metrics.mlflow_error("verdict")
-            raise
+        lookup = suite_run_for_kfp if suite else gate_run_for_kfp
+        delays = self.settings.mlflow_retry_delays_s
+        for attempt in range(len(delays) + 1):
+            try:
+                run = lookup(self._connect(experiment), kfp_run_id)
+                break
+            except Exception:
+                self.metrics.mlflow_error("verdict")
+                if attempt == len(delays):
+                    raise
+            # A bounded wait, in the handler's worker thread (the handlers call this through
+            # asyncio.to_thread): the event loop and the other runs go on meanwhile.
+            time.sleep(delays[attempt])
         if run is None:
             return None
         base = self.settings.mlflow_ui
@@ -202,8 +231,12 @@ class KubeRuns:
             raise RunFailedError(answer) from None
         return True
 
-    def list(self, namespace: str) -> list[dict[str, Any]]:
-        found = self.api.list_namespaced_custom_object(GROUP, VERSION, namespace, "benchmarkruns")
+    def list(self, namespace: str, label_selector: str | None = None) -> list[dict[str, Any]]:
+        """The BenchmarkRuns of `namespace`, those `label_selector` selects only when given (a schedule
+        lists its own runs, not every run of the namespace at every look)."""
+        found = self.api.list_namespaced_custom_object(
+            GROUP, VERSION, namespace, "benchmarkruns", label_selector=label_selector
+        )
         return [
             item for item in found.get("items", []) if item.get("metadata", {}).get("namespace") == namespace
         ]

@@ -43,6 +43,10 @@ async def configure(settings: kopf.OperatorSettings, memo: Runtime, **_: Any) ->
     settings.scanning.disabled = True
     settings.posting.level = logging.WARNING
     settings.watching.reconnect_backoff = 1.0
+    # Bounded watches: a silently dropped one is replaced, not waited on forever (settings.py).
+    settings.watching.server_timeout = memo.settings.watch_server_timeout_s
+    settings.watching.client_timeout = memo.settings.watch_client_timeout_s
+    settings.watching.connect_timeout = memo.settings.watch_connect_timeout_s
     # A timer's status write that fails past kopf's last retry stops that timer for the object
     # until the controller restarts (kopf does not catch it): the retries outlast an API server
     # restarting or failing over (about 15 minutes, not kopf's 54 s).

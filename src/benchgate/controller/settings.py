@@ -74,9 +74,20 @@ class ControllerSettings:
     # Not from the environment: how long one look at MLflow (a verdict, a history check) waits for a
     # server that does not answer before it reports it down. Tests shorten it.
     mlflow_wait_s: float = 10.0
+    # Not from the environment: the pauses between the tries of reading a run's verdict from MLflow
+    # (three tries over about 8 s, each one's own wait aside). Read once, a verdict lost to a moment of
+    # MLflow failing was lost for good: the run ended saying "MLflow unavailable". Tests shorten them.
+    mlflow_retry_delays_s: tuple[float, ...] = (2.0, 6.0)
     # Not from the environment: the delays of kopf's retries of a failing API request (see
     # API_RETRY_BACKOFFS_S). Tests shorten them.
     api_backoffs_s: tuple[float, ...] = API_RETRY_BACKOFFS_S
+    # Not from the environment: kopf's watch timeouts. Without them a watch the network drops
+    # silently (a NAT or load balancer forgetting the connection) is never noticed: new objects stay
+    # unseen until a restart while liveness stays green. The server ends each watch after
+    # `watch_server_timeout_s` (kopf then resumes it); the client gives up on a silent one a little later.
+    watch_server_timeout_s: float = 300.0
+    watch_client_timeout_s: float = 330.0
+    watch_connect_timeout_s: float = 30.0
 
 
 def _number(environ: Mapping[str, str], key: str, default: float, minimum: float) -> float:

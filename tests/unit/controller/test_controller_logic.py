@@ -20,9 +20,8 @@ from benchgate.controller.decide import schedule as sched
 from benchgate.controller.settings import settings_from_env
 from benchgate.controller.spec import crds
 from benchgate.controller.spec import status as st
+from benchgate.controller.spec.patterns import BRANCH_PATTERN, REPOSITORY_PATTERN
 from benchgate.controller.spec.resources import (
-    BRANCH_PATTERN,
-    REPOSITORY_PATTERN,
     BenchmarkRunSpec,
     BenchmarkScheduleSpec,
     parse_spec,
@@ -126,9 +125,10 @@ def test_starting_deadline() -> None:
         # CEST, is 01:00 UTC; the day after, 02:30 CEST is 00:30 UTC.
         (datetime(2026, 3, 28, 12, 0, tzinfo=UTC), "2026-03-29T01:00:00Z"),
         (datetime(2026, 3, 29, 1, 0, tzinfo=UTC), "2026-03-30T00:30:00Z"),
-        # Fall back (25 October 2026): 02:30 CEST is 00:30 UTC, and 02:30 comes again in CET, 01:30 UTC.
+        # Fall back (25 October 2026): 02:30 CEST is 00:30 UTC; 02:30 comes again in CET, 01:30 UTC, and
+        # a daily schedule does not run again then (as cron): the next time is the day after.
         (datetime(2026, 10, 24, 12, 0, tzinfo=UTC), "2026-10-25T00:30:00Z"),
-        (datetime(2026, 10, 25, 0, 30, tzinfo=UTC), "2026-10-25T01:30:00Z"),
+        (datetime(2026, 10, 25, 0, 30, tzinfo=UTC), "2026-10-26T01:30:00Z"),
         (datetime(2026, 10, 25, 1, 30, tzinfo=UTC), "2026-10-26T01:30:00Z"),
     ],
 )
@@ -144,6 +144,24 @@ def test_the_next_schedule_time_across_dst_is_the_time_the_schedule_acts_on(
     assert sched.due_time(berlin, now, at - timedelta(minutes=1)) is None
     due = sched.due_time(berlin, now, at)
     assert due is not None and due.astimezone(UTC) == at
+
+
+def test_a_daily_schedule_runs_once_on_the_fall_back_day() -> None:
+    """New York falls back on 1 November 2026: 01:30 EDT (05:30 UTC), then 01:30 EST (06:30 UTC). A
+    daily 01:30 runs at the first only, whether the timer looks between the two or after both; an
+    hourly schedule runs in both hours (an hour did pass)."""
+    daily = spec(schedule="30 1 * * *", timeZone="America/New_York")
+    before = datetime(2026, 10, 31, 12, 0, tzinfo=UTC)
+    first = datetime(2026, 11, 1, 5, 30, tzinfo=UTC)
+    due = sched.due_time(daily, before, first)
+    assert due is not None and due.astimezone(UTC) == first
+    assert sched.due_time(daily, first, datetime(2026, 11, 1, 12, 0, tzinfo=UTC)) is None
+    assert sched.next_time(daily, first).astimezone(UTC) == datetime(2026, 11, 2, 6, 30, tzinfo=UTC)
+    # Far behind (more than MAX_CATCH_UP times): the newest time is still the day's one run.
+    hourly_far = sched.due_time(daily, before - timedelta(days=200), datetime(2026, 11, 1, 7, tzinfo=UTC))
+    assert hourly_far is not None and hourly_far.astimezone(UTC) == first
+    hourly = spec(schedule="30 * * * *", timeZone="America/New_York")
+    assert sched.next_time(hourly, first).astimezone(UTC) == datetime(2026, 11, 1, 6, 30, tzinfo=UTC)
 
 
 def test_a_schedule_is_reconciled_only_when_something_changed() -> None:

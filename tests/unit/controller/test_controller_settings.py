@@ -56,3 +56,23 @@ def test_auto_priorities_are_the_pods_own_and_distinct() -> None:
 def test_a_bad_priority_names_the_variable_and_value(env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         settings_from_env({**KFP, **env})
+
+
+def test_configure_bounds_every_watch() -> None:
+    """A watch the network drops silently must end and be resumed: kopf's watches get a server-side
+    timeout, and a client-side one a little longer (unset, kopf waits on a dead watch forever)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    import kopf
+
+    from benchgate.controller.main import configure
+
+    settings = settings_from_env(KFP)
+    kopf_settings = kopf.OperatorSettings()
+    asyncio.run(configure(kopf_settings, memo=SimpleNamespace(settings=settings)))  # type: ignore[arg-type]
+    watching = kopf_settings.watching
+    assert watching.server_timeout == settings.watch_server_timeout_s == 300
+    assert watching.client_timeout == settings.watch_client_timeout_s == 330
+    assert watching.connect_timeout == settings.watch_connect_timeout_s
+    assert watching.client_timeout > watching.server_timeout

@@ -11,14 +11,15 @@ cannot be resolved) and `creation` (what to delete, create and prune, and the st
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from benchgate.controller.access import GROUP, VERSION
 from benchgate.controller.decide.planning import Outcome
+from benchgate.controller.spec.kube_names import label_safe, name_prefix
 from benchgate.controller.spec.resources import BenchmarkScheduleSpec, parse_spec
 from benchgate.controller.spec.status import (
     CANCELED,
@@ -34,6 +35,9 @@ from benchgate.controller.spec.status import (
 from benchgate.errors import ConfigError
 
 SCHEDULE_LABEL = f"{GROUP}/schedule"
+# The schedule's full name, on each of its runs: the label holds a shortened one when the name is
+# longer than a label value may be (63 characters).
+SCHEDULE_NAME_ANNOTATION = f"{GROUP}/schedule-name"
 # A schedule that has not run for longer than this does not replay every missed time: it runs once.
 MAX_CATCH_UP = 100
 
@@ -55,31 +59,67 @@ def check_schedule(spec: BenchmarkScheduleSpec) -> ZoneInfo:
         ) from None
 
 
+def _repeated(moment: datetime, zone: ZoneInfo) -> bool:
+    """Whether `moment` is the second occurrence of its wall-clock time: the hour a fall-back to
+    standard time repeats (01:30 comes twice in New York on 1 November 2026)."""
+    wall = moment.replace(tzinfo=None)
+    first, second = wall.replace(tzinfo=zone, fold=0), wall.replace(tzinfo=zone, fold=1)
+    return (
+        first.utcoffset() != second.utcoffset()
+        and moment.utcoffset() == second.utcoffset()
+        and (
+            # Ambiguous, not a time in a spring-forward gap (which croniter never yields anyway).
+            first.astimezone(UTC).astimezone(zone).replace(tzinfo=None) == wall
+        )
+    )
+
+
+def _fixed_hour(spec: BenchmarkScheduleSpec) -> bool:
+    """A schedule at fixed hours (not '*' or '*/N' in the hour field): as cron has it, such a time runs
+    once on a fall-back day, not again when the wall clock repeats it; an every-hour schedule runs in
+    the repeated hour as in any other (time did pass)."""
+    return not spec.schedule.split()[1].startswith("*")
+
+
+def _times(spec: BenchmarkScheduleSpec, start: datetime, zone: ZoneInfo) -> Iterator[datetime]:
+    """The schedule's cron times after `start`, in `zone`, without the repeats of a fall-back day."""
+    from croniter import croniter
+
+    times = croniter(spec.schedule, start.astimezone(zone))
+    skip_repeats = _fixed_hour(spec)
+    while True:
+        candidate: datetime = times.get_next(datetime)
+        if not (skip_repeats and _repeated(candidate, zone)):
+            yield candidate
+
+
 def due_time(spec: BenchmarkScheduleSpec, last: datetime, now: datetime) -> datetime | None:
     """The latest scheduled time in (last, now], or None when nothing is due. Missed times collapse into
     the latest one: a controller that was down all week runs the branch head once, not seven times."""
     from croniter import croniter
 
     zone = check_schedule(spec)
-    times = croniter(spec.schedule, last.astimezone(zone))
+    times = _times(spec, last, zone)
     due = None
     for _ in range(MAX_CATCH_UP):
-        candidate = times.get_next(datetime)
+        candidate = next(times)
         if candidate > now:
             break
         due = candidate
     else:
         # Far behind: jump straight to the newest time not after now.
-        due = croniter(spec.schedule, now.astimezone(zone)).get_prev(datetime)
+        back = croniter(spec.schedule, now.astimezone(zone))
+        due = back.get_prev(datetime)
+        while _fixed_hour(spec) and _repeated(due, zone):
+            due = back.get_prev(datetime)
     return due
 
 
 def next_time(spec: BenchmarkScheduleSpec, now: datetime) -> datetime:
     """The first cron time after `now`: the one `due_time` acts on next (in the schedule's zone, so a
-    time a DST change skips comes at the first valid minute after it, as due_time has it too)."""
-    from croniter import croniter
-
-    return croniter(spec.schedule, now.astimezone(check_schedule(spec))).get_next(datetime)  # type: ignore[no-any-return]
+    time a DST change skips comes at the first valid minute after it, and one a fall-back repeats
+    comes once, as due_time has them too)."""
+    return next(_times(spec, now, check_schedule(spec)))
 
 
 def too_late(spec: BenchmarkScheduleSpec, due: datetime, now: datetime) -> bool:
@@ -118,11 +158,25 @@ def to_prune(runs: list[dict[str, Any]], keep_succeeded: int, keep_failed: int) 
     return names
 
 
+def schedule_label(schedule_name: str) -> str:
+    """The value of SCHEDULE_LABEL on the schedule's runs: its name, or, for a name longer than a label
+    value may be, a shortened one with a hash of the whole (kube_names.label_safe)."""
+    return label_safe(schedule_name)
+
+
+def runs_selector(schedule_name: str) -> str:
+    """The label selector of the schedule's runs: its listings ask the API server for these only."""
+    return f"{SCHEDULE_LABEL}={schedule_label(schedule_name)}"
+
+
 def run_name(schedule_name: str, due: datetime) -> str:
-    """One name per schedule and time: creating it twice (a retried tick) is a conflict, not a second run."""
+    """One name per schedule and time: creating it twice (a retried tick) is a conflict, not a second run.
+    A valid object name for every valid schedule name: the schedule's part is cut to leave room for the
+    suffix and never ends in '-' or '.' (a '.-' is no DNS-1123 subdomain)."""
     minute = int(due.timestamp()) // 60
     digest = hashlib.sha256(f"{schedule_name}/{minute}".encode()).hexdigest()[:6]
-    return f"{schedule_name[:200]}-{minute}-{digest}"
+    suffix = f"{minute}-{digest}"
+    return f"{name_prefix(schedule_name, len(suffix))}-{suffix}"
 
 
 def run_manifest(
@@ -141,8 +195,12 @@ def run_manifest(
         "metadata": {
             "name": run_name(meta["name"], due),
             "namespace": meta["namespace"],
-            "labels": {**template.metadata.labels, SCHEDULE_LABEL: meta["name"]},
-            "annotations": {**template.metadata.annotations, f"{GROUP}/scheduled-at": due.isoformat()},
+            "labels": {**template.metadata.labels, SCHEDULE_LABEL: schedule_label(meta["name"])},
+            "annotations": {
+                **template.metadata.annotations,
+                f"{GROUP}/scheduled-at": due.isoformat(),
+                SCHEDULE_NAME_ANNOTATION: meta["name"],
+            },
             "ownerReferences": [
                 {
                     "apiVersion": f"{GROUP}/{VERSION}",

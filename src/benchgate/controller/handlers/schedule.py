@@ -51,7 +51,7 @@ async def tick(
     refused_before = rt.told.pop(uid, None)
     # The time is handled from here on: kopf writes the patch even when a call below fails.
     patch.status.update(due.handled().patch())
-    owned = sched.owned_runs(await asyncio.to_thread(rt.kube.list, namespace), uid)
+    owned = await _owned_runs(rt, namespace, str(meta.get("name") or ""), uid)
     blocked = sched.forbidden(due, owned, status, now)
     if blocked is not None:
         apply_outcome(blocked, body, patch, rt)
@@ -76,6 +76,13 @@ async def tick(
     apply_outcome(creation.outcome, body, patch, rt)
 
 
+async def _owned_runs(rt: Runtime, namespace: str, name: str, uid: str) -> list[dict[str, Any]]:
+    """The schedule's runs: listed by its label (the API server sends those only, not every run of the
+    namespace), then kept when the schedule owns them (a label anyone can set)."""
+    listed = await asyncio.to_thread(rt.kube.list, namespace, sched.runs_selector(name))
+    return sched.owned_runs(listed, uid)
+
+
 def checking_history(spec: Any, **_: Any) -> bool:
     """The history timer's filter: a schedule with spec.historyCheck."""
     return hc.checks_history(spec)
@@ -84,6 +91,7 @@ def checking_history(spec: Any, **_: Any) -> bool:
 async def check_history(
     body: Any,
     spec: Any,
+    meta: Any,
     status: Any,
     namespace: str,
     uid: str,
@@ -97,7 +105,7 @@ async def check_history(
     a row is told. The result goes to status.historyCheck; a check that could not be made says why and
     is made again later."""
     rt, now = memo, memo.clock()
-    owned = sched.owned_runs(await asyncio.to_thread(rt.kube.list, namespace), uid)
+    owned = await _owned_runs(rt, namespace, str(meta.get("name") or ""), uid)
     todo = hc.pending(spec, status, owned, now)
     if todo is None:
         return

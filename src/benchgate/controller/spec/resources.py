@@ -12,13 +12,25 @@ the cluster would reject at the first task is rejected here, before any KFP run 
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from benchgate.config import DEFAULT_WORKLOAD, Tolerances
+from benchgate.config import DEFAULT_WORKLOAD
+from benchgate.controller.spec.kube_names import MAX_ANNOTATIONS_BYTES, annotations_problem, labels_problem
+from benchgate.controller.spec.kube_tolerances import KubeTolerances
+from benchgate.controller.spec.patterns import (
+    BRANCH_PATTERN,
+    MAX_ITEMS,
+    MAX_KEY,
+    MAX_NAME,
+    MAX_TEXT,
+    MAX_URL,
+    REPOSITORY_PATTERN,
+    SHA_OR_EMPTY_PATTERN,
+    SHA_PATTERN,
+)
 from benchgate.controller.spec.suite import (
     KUBE_EXTENSION,
     WORKLOAD_PATTERN,
@@ -39,33 +51,6 @@ from benchgate.kfp.params import (
 from benchgate.kfp.run_request import build_arguments
 from benchgate.measure.source import MAX_BRANCH_LENGTH
 
-SHA_PATTERN = r"^([0-9a-f]{40}|[0-9a-f]{64})$"
-SHA_OR_EMPTY_PATTERN = r"^([0-9a-f]{40}|[0-9a-f]{64})?$"
-# The CRD refuses, at the API server, what benchgate.measure.source would refuse later. Its patterns are
-# JSON-schema regexes that Go (the API server), ECMA-262 and pydantic all read alike: no lookaround, so
-# they say what a value is made of, not what it must avoid. The controller still runs the full checks
-# (source.validate_repository, validate_branch, credentials) before any KFP run exists.
-#
-# Repository: source's URL grammar itself. Host and user never start with '-' (ssh would read
-# "-oProxyCommand=..." as an option); a user starts with a letter, digit or '_'.
-_HOST = r"[A-Za-z0-9][A-Za-z0-9.-]*"
-_USER = r"[A-Za-z0-9_][A-Za-z0-9._~%+=-]*"
-_PORT = r"(:[0-9]{1,5})?"
-_PATH = r"[A-Za-z0-9._~:/@%+=-]"
-REPOSITORY_PATTERN = (
-    rf"^(https://({_USER}(:[A-Za-z0-9._~%+=-]*)?@)?{_HOST}{_PORT}(/{_PATH}*)?"
-    rf"|ssh://({_USER}@)?{_HOST}{_PORT}(/{_PATH}*)?"
-    rf"|git@{_HOST}:[A-Za-z0-9._~/@%+=]{_PATH}*"
-    rf"|file://({_HOST})?/{_PATH}*)$"
-)
-# Branch (or empty: none): runs of [A-Za-z0-9_-] joined by '.', '/' or './', the first not starting with
-# '-', at most MAX_BRANCH_LENGTH long (the schema's maxLength). Joined that way, a name has no '//', no
-# '..', no component starting with '.', and no leading or trailing '/' or '.': every rule of
-# source.validate_branch but two, which need a lookahead and stay the controller's: not 'HEAD', and no
-# component ending in '.lock'.
-BRANCH_PATTERN = r"^([A-Za-z0-9_][A-Za-z0-9_-]*((\.|/|\./)[A-Za-z0-9_-]+)*)?$"
-LABEL_VALUE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
-
 
 class _Spec(BaseModel):
     # Kubernetes names are camelCase; unknown fields are typos (the API server rejects them too).
@@ -75,9 +60,13 @@ class _Spec(BaseModel):
 class Toleration(_Spec):
     """A toleration of the GPU tasks' pods, as in a Pod's spec.tolerations."""
 
-    key: str = Field("", description="Taint key the toleration matches (empty with Exists: all taints).")
+    key: str = Field(
+        "",
+        max_length=MAX_KEY,
+        description="Taint key the toleration matches (empty with Exists: all taints).",
+    )
     operator: Literal["Exists", "Equal"] = Field("Equal", description="Exists or Equal.")
-    value: str = Field("", description="Taint value to match with Equal.")
+    value: str = Field("", max_length=MAX_TEXT, description="Taint value to match with Equal.")
     effect: Literal["", "NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
         "", description="Taint effect to match (empty: all effects)."
     )
@@ -98,6 +87,7 @@ class MultiNode(_Spec):
     runtime: str = Field(
         DEFAULT_TRAINER_RUNTIME,
         min_length=1,
+        max_length=MAX_NAME,
         description="The ClusterTrainingRuntime of the TrainJob (Kubeflow Trainer's torch framework).",
     )
 
@@ -108,6 +98,7 @@ class RunParameters(_Spec):
     repository: str = Field(
         ...,
         pattern=REPOSITORY_PATTERN,
+        max_length=MAX_URL,
         description="Git URL of the code under test (https, ssh, file, git@).",
     )
     branch: str = Field(
@@ -122,12 +113,16 @@ class RunParameters(_Spec):
         description="Full SHA of the base for A/B timing (empty: the commit of the profile's baseline run).",
     )
     workload: str = Field(
-        DEFAULT_WORKLOAD, pattern=WORKLOAD_PATTERN, description="Workload factory as 'module:function'."
+        DEFAULT_WORKLOAD,
+        pattern=WORKLOAD_PATTERN,
+        max_length=MAX_TEXT,
+        description="Workload factory as 'module:function'.",
     )
     # The union is pydantic's smart one: each value keeps the type YAML gave it (512 an int, "512" a
     # string, 512.0 a float, true a boolean), and the pipeline gets them as JSON, which keeps them too.
-    workload_args: dict[str, str | int | float | bool] = Field(
+    workload_args: dict[str, Annotated[str, Field(max_length=MAX_TEXT)] | int | float | bool] = Field(
         default_factory=dict,
+        max_length=MAX_ITEMS,
         description="Keyword arguments of the workload factory: strings, integers, floats, booleans, each "
         'passed as written (512 is an int, "512" a string, 512.0 a float).',
         json_schema_extra={KUBE_EXTENSION: True},
@@ -143,32 +138,41 @@ class RunParameters(_Spec):
         description="Measured training steps per world size (at least 3: the loss slope is a fit).",
     )
     warmup: int = Field(10, ge=0, strict=True, description="Steps run before measuring.")
-    tolerances: Tolerances = Field(
-        default_factory=Tolerances, description="What counts as a regression (benchgate's gate.tolerances)."
+    tolerances: KubeTolerances = Field(
+        default_factory=KubeTolerances,
+        description="What counts as a regression (benchgate's gate.tolerances), under camelCase names "
+        "(throughputDropPct); the TOML file's names (throughput_drop_pct) are deprecated.",
     )
     update_baseline: Literal["auto", "always", "never"] = Field(
         "auto", description="auto: promote on main when every timing check passes; always; never."
     )
     accelerator_type: str = Field(
-        "nvidia.com/gpu", min_length=1, description="Extended resource of the GPU tasks."
+        "nvidia.com/gpu", min_length=1, max_length=MAX_KEY, description="Extended resource of the GPU tasks."
     )
-    node_selector: dict[str, Annotated[str, Field(description="The node label's value.")]] = Field(
-        default_factory=dict, description="Node selector of the GPU tasks (the GPU node pool)."
+    node_selector: dict[str, Annotated[str, Field(max_length=63, description="The node label's value.")]] = (
+        Field(
+            default_factory=dict,
+            max_length=MAX_ITEMS,
+            description="Node selector of the GPU tasks (the GPU node pool).",
+        )
     )
     tolerations: list[Toleration] = Field(
         default_factory=lambda: [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")],
+        max_length=MAX_ITEMS,
         description="Tolerations of the GPU tasks.",
     )
     # Strings, as a quantity in YAML must be quoted here ("8"): the schema has no int-or-string.
     cpu_request: str = Field(
         GPU_CPU_REQUEST,
         pattern=CPU_QUANTITY_PATTERN,
+        max_length=64,
         description='CPU request of each GPU task\'s pod, a quantity ("8", "500m"), above zero: with no '
         "request a pod is BestEffort. The default is a core per rank of the default worldSize 8.",
     )
     memory_request: str = Field(
         GPU_MEMORY_REQUEST,
         pattern=MEMORY_QUANTITY_PATTERN,
+        max_length=64,
         description="Memory request of each GPU task's pod, a quantity (\"32Gi\"), above zero; the pod's "
         f"memory-backed /dev/shm (up to {SHM_SIZE_LIMIT}, for NCCL and DataLoader workers) counts "
         "against it.",
@@ -180,10 +184,13 @@ class RunParameters(_Spec):
     )
     baseline_pvc: str = Field(
         "",
+        max_length=MAX_NAME,
         description="A PersistentVolumeClaim for the baseline cache and spool (empty: none; MLflow keeps "
         "baselines and history, and unsent results stay in the run's KFP artifacts).",
     )
-    mlflow_experiment: str = Field("benchgate", min_length=1, description="MLflow experiment of the run.")
+    mlflow_experiment: str = Field(
+        "benchgate", min_length=1, max_length=MAX_TEXT, description="MLflow experiment of the run."
+    )
     config: dict[str, Any] = Field(
         default_factory=dict,
         description="Any other benchgate setting, shaped like the TOML file; the fields above win.",
@@ -234,12 +241,33 @@ class BenchmarkRunSpec(RunParameters):
 
 
 class RunTemplateMetadata(_Spec):
-    labels: dict[str, Annotated[str, Field(description="The label's value.")]] = Field(
-        default_factory=dict, description="Labels of each created BenchmarkRun."
+    """Labels and annotations of each run. Checked here against Kubernetes' rules (kube_names): a bad
+    one is the schedule's InvalidSpec, not a create the API server refuses at every cron time."""
+
+    labels: dict[str, Annotated[str, Field(max_length=63, description="The label's value.")]] = Field(
+        default_factory=dict, max_length=MAX_ITEMS, description="Labels of each created BenchmarkRun."
     )
-    annotations: dict[str, Annotated[str, Field(description="The annotation's value.")]] = Field(
-        default_factory=dict, description="Annotations of each created BenchmarkRun."
+    annotations: dict[
+        str, Annotated[str, Field(max_length=MAX_ANNOTATIONS_BYTES, description="The annotation's value.")]
+    ] = Field(
+        default_factory=dict, max_length=MAX_ITEMS, description="Annotations of each created BenchmarkRun."
     )
+
+    @field_validator("labels")
+    @classmethod
+    def _valid_labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        problem = labels_problem(labels)
+        if problem is not None:
+            raise ValueError(problem)
+        return labels
+
+    @field_validator("annotations")
+    @classmethod
+    def _valid_annotations(cls, annotations: dict[str, str]) -> dict[str, str]:
+        problem = annotations_problem(annotations)
+        if problem is not None:
+            raise ValueError(problem)
+        return annotations
 
 
 class RunTemplate(_Spec):
@@ -272,8 +300,12 @@ class HistoryCheck(_Spec):
 class BenchmarkScheduleSpec(_Spec):
     """Benchmark the head of a branch on a cron schedule (nightly runs build the gate's history)."""
 
-    schedule: str = Field(..., min_length=1, description="Cron expression, five fields ('0 2 * * *').")
-    time_zone: str = Field("UTC", min_length=1, description="IANA time zone of the schedule.")
+    schedule: str = Field(
+        ..., min_length=1, max_length=MAX_NAME, description="Cron expression, five fields ('0 2 * * *')."
+    )
+    time_zone: str = Field(
+        "UTC", min_length=1, max_length=MAX_NAME, description="IANA time zone of the schedule."
+    )
     suspend: bool = Field(False, description="Create no runs while true.")
     concurrency_policy: Literal["Allow", "Forbid", "Replace"] = Field(
         "Forbid",
@@ -318,7 +350,10 @@ def _error_text(item: Any) -> str:
     where = ".".join(str(p) for p in item["loc"])
     if item["type"] == "value_error" and (not where or where.endswith("spec")):
         return f"spec.{where + '.' if where else ''}{str(item['msg']).removeprefix('Value error, ')}"
-    return f"spec.{where}: got {item.get('input')!r} ({item['msg']})"
+    # The value as given, cut: a 256 KiB annotation must not make a condition or an Event that size.
+    given = repr(item.get("input"))
+    given = given if len(given) <= 500 else given[:500] + "..."
+    return f"spec.{where}: got {given} ({item['msg']})"
 
 
 def pipeline_arguments(spec: BenchmarkRunSpec, mlflow_tracking_uri: str, known: set[str]) -> dict[str, Any]:

@@ -154,7 +154,7 @@ def test_a_c_compiler_is_installed_for_triton() -> None:
     apt = [run for run in _runs(BENCH_DOCKERFILE) if "apt-get install" in run]
     assert len(apt) == 1
     packages = set(shlex.split(apt[0]))
-    assert {"gcc", "g++", "libc6-dev", "git"} <= packages
+    assert {"gcc", "g++", "libc6-dev", "git", "openssh-client"} <= packages  # git@ repositories: ssh
 
 
 @pytest.mark.parametrize("dockerfile", [BENCH_DOCKERFILE, OPERATOR_DOCKERFILE], ids=["bench", "operator"])

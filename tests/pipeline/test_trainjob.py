@@ -558,3 +558,20 @@ async def test_the_trainjob_is_created_with_strict_field_validation(trainer: Any
         r for r in trainer if r.method == "POST" and r.resource is not None and r.resource.plural == PLURAL
     ]
     assert [r.params.get("fieldValidation") for r in creates] == ["Strict"]
+
+
+def test_each_node_mounts_the_git_secret_for_a_private_repository() -> None:
+    manifest = trainjob_manifest(
+        "n", NAMESPACE, RUN_KEY_VALUE, 2, CONFIG, SOURCE, replace(NODES, git_secret="benchgate-git"), 60
+    )
+    patch = manifest["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"][
+        "replicatedJobs"
+    ][0]
+    pod = patch["template"]["spec"]["template"]["spec"]
+    assert {"name": "git-secret", "secret": {"secretName": "benchgate-git", "optional": True}} in pod[
+        "volumes"
+    ]
+    assert {"name": "git-secret", "mountPath": "/var/run/secrets/benchgate/git"} in pod["containers"][0][
+        "volumeMounts"
+    ]
+    assert crd_errors(manifest) == []

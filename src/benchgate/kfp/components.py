@@ -108,6 +108,8 @@ def bench_multinode(
     gpu_memory_request: str,
     results: Output[Artifact],
     figures: Output[Metrics],
+    queue_name: str = "",
+    git_secret: str = "",
 ) -> None:
     """Benchmark training at a world size across nodes: a Kubeflow Trainer TrainJob of world_size /
     gpus_per_node nodes, created and followed from this CPU-only pod, which writes rank 0's metrics file
@@ -128,6 +130,8 @@ def bench_multinode(
         gpu_memory_request,
         results.path,
         figures,
+        queue_name=queue_name,
+        git_secret=git_secret,
     )
 
 

@@ -38,6 +38,7 @@ from benchgate.kfp.trainjob.placement import (
 )
 from benchgate.kit import log_payload
 from benchgate.kit.files import write_text
+from benchgate.kit.git_auth import GIT_SECRET_DIR
 from benchgate.measure.launch import metrics_path
 from benchgate.measure.node import CONFIG_VARIABLE
 
@@ -45,6 +46,7 @@ DEFAULT_RUNTIME = "torch-distributed"
 MANAGER = "benchgate.dev/launcher"  # owns this launcher's runtime patch (node placement, /dev/shm)
 RUN_KEY = "benchgate.dev/run-key"  # annotation: the pipeline run that created the TrainJob
 WORLD_SIZE = "benchgate.dev/world-size"
+GIT_VOLUME = "git-secret"
 NODE_DIR = "/tmp/benchgate-node"  # each pod's working directory (the checkout, torchrun's files)
 # Pulling a CUDA image onto fresh nodes and fetching the commit comes before the bench's own time limit.
 STARTUP_S = 900
@@ -71,6 +73,7 @@ class Nodes:
     # One bench per node and Guaranteed QoS (placement.py): on by default, as a node shared with another
     # job while timed measures the neighbour; needs cpu and memory.
     exclusive: bool = True
+    git_secret: str = ""  # the git Secret (kit/git_auth.py), mounted on each node for a private repository
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,16 @@ def trainjob_manifest(
     args = ["--world-size", str(world_size), "--out-dir", NODE_DIR]
     if source.get("commit"):
         args += ["--repository", source.get("repository", ""), "--commit", source["commit"]]
+    mounts = [models.IoK8sApiCoreV1VolumeMount(name="dshm", mountPath="/dev/shm")]
+    git_volumes = []
+    if nodes.git_secret:  # optional, as on the pipeline's own tasks: a public repository needs none
+        git_volumes.append(
+            models.IoK8sApiCoreV1Volume(
+                name=GIT_VOLUME,
+                secret=models.IoK8sApiCoreV1SecretVolumeSource(secretName=nodes.git_secret, optional=True),
+            )
+        )
+        mounts.append(models.IoK8sApiCoreV1VolumeMount(name=GIT_VOLUME, mountPath=str(GIT_SECRET_DIR)))
     pod = models.TrainerV1alpha1PodSpecPatch(
         affinity=models.IoK8sApiCoreV1Affinity.from_dict(exclusive_affinity()) if nodes.exclusive else None,
         nodeSelector=nodes.node_selector or None,
@@ -127,13 +140,10 @@ def trainjob_manifest(
                 emptyDir=models.IoK8sApiCoreV1EmptyDirVolumeSource(
                     medium="Memory", sizeLimit=_quantity(nodes.shm)
                 ),
-            )
+            ),
+            *git_volumes,
         ],
-        containers=[
-            models.TrainerV1alpha1ContainerPatch(
-                name=NODE, volumeMounts=[models.IoK8sApiCoreV1VolumeMount(name="dshm", mountPath="/dev/shm")]
-            )
-        ],
+        containers=[models.TrainerV1alpha1ContainerPatch(name=NODE, volumeMounts=mounts)],
     )
     patch = models.TrainerV1alpha1RuntimePatch(
         manager=MANAGER,

@@ -66,3 +66,19 @@ def test_a_schedules_run_template_carries_the_queue_name() -> None:
         },
     )
     assert schedule.run_template.spec.queue_name == "nightly"
+
+
+def test_the_documented_example_run_is_valid_and_queued() -> None:
+    """docs/kubernetes.md, "Clusters that queue GPUs": its BenchmarkRun passes the CRD and the
+    controller's models, and its queueName is the LocalQueue the example defines."""
+    text = (REPO / "docs" / "kubernetes.md").read_text(encoding="utf-8")
+    section = text.split("## Clusters that queue GPUs", 1)[1].split("\n## ", 1)[0]
+    blocks = [b for b in section.split("```yaml\n")[1:]]
+    documents = [d for block in blocks for d in yaml.safe_load_all(block.split("```", 1)[0]) if d]
+    kinds = {d["kind"]: d for d in documents}
+    run, local_queue = kinds["BenchmarkRun"], kinds["LocalQueue"]
+    assert crd_errors(run["spec"]) == []
+    arguments = pipeline_arguments(parse_spec(BenchmarkRunSpec, run["spec"]), "", pipeline_parameter_names())
+    assert arguments["queue_name"] == local_queue["metadata"]["name"]
+    assert local_queue["metadata"]["namespace"] == run["metadata"]["namespace"]
+    assert local_queue["spec"]["clusterQueue"] == kinds["ClusterQueue"]["metadata"]["name"]

@@ -32,7 +32,11 @@ def _load(path: Path) -> list[Any]:
 
 def _compile_in_a_fresh_process(root: Path, hash_seed: str) -> dict[Path, bytes]:
     """`benchgate compile` (what `make compile` runs) into `root`: {path under root: bytes}."""
-    env = {k: v for k, v in os.environ.items() if k != "BENCHGATE_IMAGE_REPOSITORY"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("BENCHGATE_IMAGE_REPOSITORY", "BENCHGATE_IMAGE_DIGEST")
+    }
     env["PYTHONHASHSEED"] = hash_seed
     done = subprocess.run(
         [sys.executable, "-m", "benchgate", "compile", "--root", str(root)],

@@ -32,7 +32,11 @@ def _load(path: Path) -> list[Any]:
 
 def _compile_in_a_fresh_process(root: Path, hash_seed: str) -> dict[Path, bytes]:
     """`benchgate compile` (what `make compile` runs) into `root`: {path under root: bytes}."""
-    env = {k: v for k, v in os.environ.items() if k != "BENCHGATE_IMAGE_REPOSITORY"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("BENCHGATE_IMAGE_REPOSITORY", "BENCHGATE_IMAGE_DIGEST")
+    }
     env["PYTHONHASHSEED"] = hash_seed
     done = subprocess.run(
         [sys.executable, "-m", "benchgate", "compile", "--root", str(root)],
@@ -495,9 +499,16 @@ def test_the_trainjob_launcher_is_a_light_cpu_pod_that_passes_the_nodes_settings
         "gpu_tolerations": "gpu_tolerations",
         "gpu_cpu_request": "gpu_cpu_request",
         "gpu_memory_request": "gpu_memory_request",
+        "queue_name": "queue_name",
+        "git_secret": "git_secret",
     }.items():
         channel = inputs[name]["componentInputParameter"]
         assert _root_parameter(spec, dag_name, task, name) == parameter, (name, channel)
+    # Its own pod's name and uid (the downward API): the TrainJob's owner, collected with an evicted pod.
+    assert k8s["fieldPathAsEnv"] == [
+        {"fieldPath": "metadata.name", "name": "BENCHGATE_POD_NAME"},
+        {"fieldPath": "metadata.uid", "name": "BENCHGATE_POD_UID"},
+    ]
     # The nodes run the image the pipeline was compiled with, as every task does.
     assert inputs["image"]["runtimeValue"]["constant"].endswith(f"/bench:{__version__}")
     # After the ws=1 bench, as the single-node ws=N bench: nothing else is timed on the GPU pool meanwhile.
@@ -527,3 +538,19 @@ def test_across_nodes_every_gpu_pod_asks_for_at_most_one_nodes_gpus(
         for branch, expected in ((ONE_NODE, False), (ACROSS_NODES, True)):
             for _, task in _in_branch(spec, _tasks_by_display_name(spec, name), branch):
                 assert task["inputs"]["parameters"]["multi_node"]["runtimeValue"]["constant"] is expected
+
+
+def test_every_task_mounts_the_git_secret_where_git_looks_and_starts_without_it(
+    pipeline: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    """A private repository's credentials (docs/kubernetes.md): any task may fetch the commit."""
+    _, platform = pipeline
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    for name, executor in executors.items():
+        assert executor["secretAsVolume"] == [
+            {
+                "mountPath": "/var/run/secrets/benchgate/git",
+                "optional": True,
+                "secretNameParameter": {"componentInputParameter": "pipelinechannel--git_secret"},
+            }
+        ], name

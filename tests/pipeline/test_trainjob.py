@@ -20,6 +20,7 @@ import re
 import signal
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from benchgate.config import RunConfig
 from benchgate.errors import ConfigError, RunFailedError
 from benchgate.kfp.trainjob.client import GROUP, PLURAL, VERSION, TrainJobs
 from benchgate.kfp.trainjob.job import RUN_KEY, Nodes, launch, trainjob_manifest, trainjob_name
+from benchgate.kfp.trainjob.placement import BENCH_POD, QUEUE_LABEL, exclusive_affinity
 from benchgate.kit import log_payload
 
 pytestmark = pytest.mark.asyncio
@@ -59,6 +61,12 @@ NODES = Nodes(
 )
 TEST_CLIENT = {"User-Agent": "benchgate-tests"}
 CONFIG = RunConfig.model_validate({"bench": {"steps": 30}})
+# The Suspended condition as Kubeflow Trainer writes it (pkg/controller/trainjob_controller.go,
+# setSuspendedCondition, with the reasons of pkg/apis/trainer/v1alpha1/trainjob_types.go): True with reason
+# "Suspended" while spec.suspend is true (Kueue holds a queued TrainJob so), then False with reason
+# "Resumed" once Kueue admits it and sets spec.suspend to false.
+QUEUED = {"type": "Suspended", "reason": "Suspended", "message": "TrainJob is suspended"}
+RESUMED = {"type": "Suspended", "status": "False", "reason": "Resumed", "message": "TrainJob is resumed"}
 
 
 def _jsonschema(node: Any) -> Any:
@@ -228,12 +236,14 @@ def rank0_log(metrics: bytes, name: str = "metrics-ws2.json") -> str:
     )
 
 
-def start_launch(tmp_path: Path, url: str, **kwargs: Any) -> tuple[asyncio.Task[Path], list[str]]:
+def start_launch(
+    tmp_path: Path, url: str, nodes: Nodes = NODES, **kwargs: Any
+) -> tuple[asyncio.Task[Path], list[str]]:
     said: list[str] = []
     jobs = TrainJobs(NAMESPACE, host=url)
     options: dict[str, Any] = {"poll_s": 0.05, "say": said.append, **kwargs}
     call = asyncio.to_thread(
-        launch, CONFIG, SOURCE, 2, tmp_path / "results", NODES, RUN_KEY_VALUE, jobs, **options
+        launch, CONFIG, SOURCE, 2, tmp_path / "results", nodes, RUN_KEY_VALUE, jobs, **options
     )
     return asyncio.ensure_future(call), said
 
@@ -254,10 +264,11 @@ async def test_a_complete_trainjob_leaves_rank_0s_metrics_file_byte_for_byte(
     assert spec["runtimeRef"] == {"name": "torch-distributed"}
     trainer_spec = spec["trainer"]
     assert (trainer_spec["numNodes"], trainer_spec["numProcPerNode"]) == (2, 1)
-    assert trainer_spec["resourcesPerNode"] == {
-        "limits": {"nvidia.com/gpu": "1"},
+    assert trainer_spec["resourcesPerNode"] == {  # exclusive by default: Guaranteed QoS
+        "limits": {"nvidia.com/gpu": "1", "cpu": "2", "memory": "8Gi"},
         "requests": {"cpu": "2", "memory": "8Gi"},
     }
+    assert "suspend" not in spec and QUEUE_LABEL not in created["metadata"]["labels"]  # no queue given
     assert trainer_spec["command"] == ["python", "-m", "benchgate.measure.node"]
     assert trainer_spec["args"][-4:] == ["--repository", SOURCE["repository"], "--commit", SOURCE["commit"]]
     config_env = next(e["value"] for e in trainer_spec["env"] if e["name"] == "BENCHGATE_RUN_CONFIG")
@@ -267,6 +278,8 @@ async def test_a_complete_trainjob_leaves_rank_0s_metrics_file_byte_for_byte(
     assert pod_patch["name"] == "node"
     assert pod_spec["nodeSelector"] == NODES.node_selector
     assert pod_spec["tolerations"] == NODES.tolerations
+    assert pod_spec["affinity"] == exclusive_affinity()
+    assert pod_patch["template"]["spec"]["template"]["metadata"] == {"labels": {BENCH_POD: name}}
     assert pod_spec["containers"] == [
         {"name": "node", "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}
     ]
@@ -367,8 +380,9 @@ async def test_a_trainjob_that_never_finishes_times_out_and_is_deleted(trainer: 
     cluster = Cluster(trainer)
     task, _ = start_launch(tmp_path, cluster.url, timeout_s=0.5)
     name = (await cluster.wait(cluster.trainjobs, "the launcher's TrainJob"))[0]["metadata"]["name"]
-    await cluster.set_status(name, {"type": "Suspended", "reason": "Suspended", "message": "queued"})
-    with pytest.raises(RunFailedError, match=r"did not finish within 0.5 s \(still Suspended: Suspended\)"):
+    # Admitted and running (the Trainer's condition after a resume), but it never ends: stuck.
+    await cluster.set_status(name, RESUMED)
+    with pytest.raises(RunFailedError, match=r"did not finish within 0.5 s \(still Running\)"):
         await asyncio.wait_for(task, 30)
     assert cluster.trainjobs() == []
 
@@ -439,3 +453,125 @@ async def test_a_launcher_without_the_role_is_told_which_grant_is_missing(
         f"creating TrainJob {NAMESPACE}/{trainjob_name(RUN_KEY_VALUE, 2)}: HTTP 403: {answer['message']} "
         "(the launcher's service account needs the Role in docs/multinode.md)"
     )
+
+
+async def test_a_queued_trainjob_waits_in_its_queue_past_the_run_timeout_then_runs(
+    trainer: Any, tmp_path: Path
+) -> None:
+    """Kueue holds the TrainJob suspended until its ClusterQueue has room: the launcher keeps waiting
+    (its place in the queue kept) well past the run's own timeout, and times the run from admission."""
+    cluster = Cluster(trainer)
+    queued_nodes = replace(NODES, queue_name="gpu-queue")
+    task, said = start_launch(tmp_path, cluster.url, timeout_s=0.5, nodes=queued_nodes)
+    created = (await cluster.wait(cluster.trainjobs, "the launcher's TrainJob"))[0]
+    name = created["metadata"]["name"]
+    assert created["metadata"]["labels"][QUEUE_LABEL] == "gpu-queue"
+    assert created["spec"]["suspend"] is True  # no pod starts before Kueue admits it
+    assert crd_errors(created) == []
+    await cluster.set_status(name, QUEUED)
+    await cluster.wait(lambda: any("is Suspended" in line for line in said), "the launcher to see the queue")
+    await asyncio.sleep(1.5)  # three times the run timeout, queued
+    assert not task.done(), said
+    assert cluster.trainjobs() != []
+    assert any("queued: waiting for admission" in line for line in said), said
+    await cluster.set_status(name, RESUMED)
+    await cluster.node_pod(name, 0, rank0_log(REAL_METRICS.read_bytes()))
+    await cluster.set_status(name, {"type": "Complete", "reason": "JobsCompleted", "message": "done"})
+    written = await asyncio.wait_for(task, 30)
+    assert written.read_bytes() == REAL_METRICS.read_bytes()
+    assert cluster.trainjobs() == []
+
+
+async def test_a_trainjob_never_admitted_gives_up_after_the_queue_timeout(
+    trainer: Any, tmp_path: Path
+) -> None:
+    cluster = Cluster(trainer)
+    queued_nodes = replace(NODES, queue_name="gpu-queue")
+    task, _ = start_launch(tmp_path, cluster.url, queue_timeout_s=0.5, nodes=queued_nodes)
+    name = (await cluster.wait(cluster.trainjobs, "the launcher's TrainJob"))[0]["metadata"]["name"]
+    await cluster.set_status(name, QUEUED)
+    with pytest.raises(RunFailedError, match=r"waited in its queue for more than 0.5 s .*still Suspended"):
+        await asyncio.wait_for(task, 30)
+    assert cluster.trainjobs() == []
+
+
+def test_a_queue_name_that_is_no_label_value_is_refused_naming_it() -> None:
+    with pytest.raises(ConfigError, match=r"queueName: got 'GPU queue!'"):
+        trainjob_manifest(
+            "n", NAMESPACE, RUN_KEY_VALUE, 2, CONFIG, SOURCE, replace(NODES, queue_name="GPU queue!"), 60
+        )
+
+
+def test_exclusive_placement_needs_cpu_and_memory_for_guaranteed_qos() -> None:
+    with pytest.raises(ConfigError, match=r"exclusive placement: memory request not given"):
+        trainjob_manifest("n", NAMESPACE, RUN_KEY_VALUE, 2, CONFIG, SOURCE, replace(NODES, memory=""), 60)
+    shared = trainjob_manifest(
+        "n", NAMESPACE, RUN_KEY_VALUE, 2, CONFIG, SOURCE, replace(NODES, exclusive=False), 60
+    )
+    assert shared["spec"]["trainer"]["resourcesPerNode"]["limits"] == {"nvidia.com/gpu": "1"}
+    patch = shared["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][
+        0
+    ]
+    assert "affinity" not in patch["template"]["spec"]["template"]["spec"]
+    assert crd_errors(shared) == []
+
+
+def test_the_launcher_pod_owns_its_trainjob(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An evicted launcher's TrainJob goes with it (garbage collection), not holding GPU nodes."""
+    monkeypatch.setenv("BENCHGATE_POD_NAME", "benchgate-abc-bench-ws-n-launcher")
+    monkeypatch.setenv("BENCHGATE_POD_UID", "5c1e0f8e-2b7a-4d9a-9a51-0d6b1e7c2f11")
+    manifest = trainjob_manifest("n", NAMESPACE, RUN_KEY_VALUE, 2, CONFIG, SOURCE, NODES, 60)
+    assert manifest["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": "benchgate-abc-bench-ws-n-launcher",
+            "uid": "5c1e0f8e-2b7a-4d9a-9a51-0d6b1e7c2f11",
+        }
+    ]
+    assert crd_errors(manifest) == []
+    monkeypatch.delenv("BENCHGATE_POD_UID")
+    assert (
+        "ownerReferences"
+        not in trainjob_manifest("n", NAMESPACE, RUN_KEY_VALUE, 2, CONFIG, SOURCE, NODES, 60)["metadata"]
+    )
+
+
+async def test_the_trainjob_is_created_with_strict_field_validation(trainer: Any, tmp_path: Path) -> None:
+    """An older Trainer that lacks a field refuses the TrainJob, and the launcher says what that means."""
+    cluster = Cluster(trainer)
+    answer = {
+        "kind": "Status",
+        "status": "Failure",
+        "reason": "BadRequest",
+        "code": 400,
+        "message": 'TrainJob in version "v1alpha1" cannot be handled as a TrainJob: strict decoding error: '
+        'unknown field "spec.trainer.numProcPerNode"',
+    }
+    trainer[f"post /apis/{GROUP}/{VERSION}/namespaces/{NAMESPACE}/{PLURAL}"] << 400 << answer
+    task, _ = start_launch(tmp_path, cluster.url)
+    with pytest.raises(ConfigError) as raised:
+        await asyncio.wait_for(task, 30)
+    assert 'unknown field "spec.trainer.numProcPerNode"' in str(raised.value)
+    assert "the cluster's Kubeflow Trainer does not know these TrainJob fields" in str(raised.value)
+    creates = [
+        r for r in trainer if r.method == "POST" and r.resource is not None and r.resource.plural == PLURAL
+    ]
+    assert [r.params.get("fieldValidation") for r in creates] == ["Strict"]
+
+
+def test_each_node_mounts_the_git_secret_for_a_private_repository() -> None:
+    manifest = trainjob_manifest(
+        "n", NAMESPACE, RUN_KEY_VALUE, 2, CONFIG, SOURCE, replace(NODES, git_secret="benchgate-git"), 60
+    )
+    patch = manifest["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"][
+        "replicatedJobs"
+    ][0]
+    pod = patch["template"]["spec"]["template"]["spec"]
+    assert {"name": "git-secret", "secret": {"secretName": "benchgate-git", "optional": True}} in pod[
+        "volumes"
+    ]
+    assert {"name": "git-secret", "mountPath": "/var/run/secrets/benchgate/git"} in pod["containers"][0][
+        "volumeMounts"
+    ]
+    assert crd_errors(manifest) == []

@@ -103,8 +103,8 @@ async def test_the_launcher_task_leaves_the_metrics_file_compare_gathers(
     assert spec["runtimeRef"] == {"name": "torch-distributed"}
     trainer_spec = spec["trainer"]
     assert (trainer_spec["image"], trainer_spec["numNodes"], trainer_spec["numProcPerNode"]) == (IMAGE, 2, 1)
-    assert trainer_spec["resourcesPerNode"] == {
-        "limits": {"nvidia.com/gpu": "1"},
+    assert trainer_spec["resourcesPerNode"] == {  # exclusive placement by default: Guaranteed QoS
+        "limits": {"nvidia.com/gpu": "1", "cpu": "2", "memory": "8Gi"},
         "requests": {"cpu": "2", "memory": "8Gi"},
     }
     assert trainer_spec["args"][-4:] == ["--repository", SOURCE["repository"], "--commit", SOURCE["commit"]]

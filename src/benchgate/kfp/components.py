@@ -11,6 +11,7 @@ pinned kfp, and a pod needs no network to start.
 """
 
 import os
+import re
 from typing import NamedTuple
 
 from kfp import dsl
@@ -19,7 +20,25 @@ from kfp.dsl import Artifact, Input, Markdown, Metrics, Output
 from benchgate._version import __version__
 
 BENCH_IMAGE_REPOSITORY = os.environ.get("BENCHGATE_IMAGE_REPOSITORY", "ghcr.io/benchgate/bench")
-BENCH_IMAGE = f"{BENCH_IMAGE_REPOSITORY}:{__version__}"
+# A digest (sha256:...) pins the compiled pipeline's image to those exact bytes: a tag can be pushed over.
+BENCH_IMAGE_DIGEST = os.environ.get("BENCHGATE_IMAGE_DIGEST", "")
+
+
+def bench_image(repository: str, digest: str) -> str:
+    """The bench image the components name: `repository@digest` when a digest is given, else the tag of
+    this version. A digest that is not `sha256:` and 64 hex digits is a ConfigError naming it."""
+    if not digest:
+        return f"{repository}:{__version__}"
+    if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+        from benchgate.errors import ConfigError
+
+        raise ConfigError(
+            f"BENCHGATE_IMAGE_DIGEST: got {digest!r}, expected sha256: and 64 lowercase hex digits"
+        )
+    return f"{repository}@{digest}"
+
+
+BENCH_IMAGE = bench_image(BENCH_IMAGE_REPOSITORY, BENCH_IMAGE_DIGEST)
 
 component = dsl.component(base_image=BENCH_IMAGE, install_kfp_package=False)
 
@@ -108,6 +127,8 @@ def bench_multinode(
     gpu_memory_request: str,
     results: Output[Artifact],
     figures: Output[Metrics],
+    queue_name: str = "",
+    git_secret: str = "",
 ) -> None:
     """Benchmark training at a world size across nodes: a Kubeflow Trainer TrainJob of world_size /
     gpus_per_node nodes, created and followed from this CPU-only pod, which writes rank 0's metrics file
@@ -128,6 +149,8 @@ def bench_multinode(
         gpu_memory_request,
         results.path,
         figures,
+        queue_name=queue_name,
+        git_secret=git_secret,
     )
 
 

@@ -73,6 +73,8 @@ from benchgate.kfp.params import (
     config_from_parameters,
 )
 from benchgate.kfp.suite_entry import apply_entry, read_entry
+from benchgate.kfp.trainjob.placement import POD_NAME_VARIABLE, POD_UID_VARIABLE
+from benchgate.kit.git_auth import GIT_SECRET_DIR
 
 PIPELINE_NAME = "benchgate"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -148,6 +150,8 @@ def _define(one_node_only: bool) -> Callable[..., None]:
         trainer_runtime: str = DEFAULT_TRAINER_RUNTIME,
         config: dict = {},  # noqa: B006
         suite_entry: str = "",
+        queue_name: str = "",
+        git_secret: str = "benchgate-git",
     ) -> None:
         """The benchgate gate on one commit.
 
@@ -180,6 +184,10 @@ def _define(one_node_only: bool) -> Callable[..., None]:
                 benchgate-suite pipeline: its workload, arguments and config replace these, its results
                 are stored under its name, and the gate records its verdict without failing the run.
                 Empty outside a suite.
+            queue_name: The Kueue LocalQueue that admits the multi-node TrainJob (docs/kubernetes.md,
+                "Clusters that queue GPUs"); empty: none.
+            git_secret: The Secret with git's credentials for a private repository (an ssh key and
+                known_hosts, or an https token), mounted where benchgate's git looks (optional).
         """
 
         def on_gpus(task: dsl.PipelineTask, count: object) -> dsl.PipelineTask:
@@ -202,6 +210,8 @@ def _define(one_node_only: bool) -> Callable[..., None]:
         def common(task: dsl.PipelineTask, name: str) -> dsl.PipelineTask:
             task.set_display_name(name).set_caching_options(False)
             kubernetes.use_secret_as_env(task, mlflow_secret, MLFLOW_SECRET_KEYS, optional=True)
+            # Every task may fetch the commit under test: a private repository's credentials as files.
+            kubernetes.use_secret_as_volume(task, git_secret, mount_path=str(GIT_SECRET_DIR), optional=True)
             return task
 
         def gate_run(across_nodes: bool) -> None:
@@ -247,7 +257,12 @@ def _define(one_node_only: bool) -> Callable[..., None]:
                     gpu_tolerations=gpu_tolerations,
                     gpu_cpu_request=gpu_cpu_request,
                     gpu_memory_request=gpu_memory_request,
+                    queue_name=queue_name,
+                    git_secret=git_secret,
                 )
+                # The launcher pod owns its TrainJob (an evicted launcher does not orphan GPU nodes).
+                kubernetes.use_field_path_as_env(launcher, POD_NAME_VARIABLE, "metadata.name")
+                kubernetes.use_field_path_as_env(launcher, POD_UID_VARIABLE, "metadata.uid")
                 bench_n = on_cpu(common(launcher, "bench ws=N (TrainJob)")).after(bench_1)
             else:
                 bench_n = on_gpus(

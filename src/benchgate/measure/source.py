@@ -22,6 +22,7 @@ from pathlib import Path
 
 from benchgate.errors import ConfigError, RunFailedError
 from benchgate.kit.credentials import GIT_INSTEAD, redacted, refuse_credentials
+from benchgate.kit.git_auth import git_env, scrubbed
 from benchgate.workloads.origin import ROOT_ENV
 
 # SHA-1 repositories have 40 hex digits, SHA-256 ones 64; nothing else names a single commit.
@@ -95,12 +96,18 @@ def validate_repository(value: str, field: str = "repository") -> str:
 def _git(args: list[str], cwd: Path, timeout_s: float = GIT_TIMEOUT_S) -> None:
     try:
         done = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout_s, check=False
+            ["git", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            env=git_env(),  # the git Secret's key or credential helper, and never a prompt
         )
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise RunFailedError(f"source: git {args[0]} failed: {e}") from None
+        raise RunFailedError(scrubbed(f"source: git {args[0]} failed: {e}")) from None
     if done.returncode != 0:
-        raise RunFailedError(f"source: git {' '.join(args)} failed: {done.stderr.strip()}")
+        raise RunFailedError(scrubbed(f"source: git {' '.join(args)} failed: {done.stderr.strip()}"))
 
 
 def checkout(repository: str, commit: str, dest: Path, history: bool = False) -> Path:
@@ -212,13 +219,14 @@ def remote_branch_head(repository: str, branch: str, timeout_s: float = 60.0) ->
             text=True,
             timeout=timeout_s,
             check=False,
-            # Never wait for a password prompt: a controller has no terminal.
-            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+            # Never wait for a password prompt (a controller has no terminal); the git Secret if mounted.
+            env=git_env(),
         )
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise RunFailedError(f"repository: git ls-remote {repository} failed: {e}") from None
+        raise RunFailedError(scrubbed(f"repository: git ls-remote {repository} failed: {e}")) from None
     if done.returncode != 0:
-        raise RunFailedError(f"repository: git ls-remote {repository} failed: {done.stderr.strip()[:300]}")
+        failed = f"repository: git ls-remote {repository} failed: {done.stderr.strip()[:300]}"
+        raise RunFailedError(scrubbed(failed))
     for line in done.stdout.splitlines():
         sha, _, name = line.partition("\t")
         if name == ref:

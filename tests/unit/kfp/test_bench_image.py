@@ -154,7 +154,7 @@ def test_a_c_compiler_is_installed_for_triton() -> None:
     apt = [run for run in _runs(BENCH_DOCKERFILE) if "apt-get install" in run]
     assert len(apt) == 1
     packages = set(shlex.split(apt[0]))
-    assert {"gcc", "g++", "libc6-dev", "git"} <= packages
+    assert {"gcc", "g++", "libc6-dev", "git", "openssh-client"} <= packages  # git@ repositories: ssh
 
 
 @pytest.mark.parametrize("dockerfile", [BENCH_DOCKERFILE, OPERATOR_DOCKERFILE], ids=["bench", "operator"])
@@ -166,3 +166,16 @@ def test_image_does_not_run_as_root(dockerfile: Path) -> None:
     assert final.isdigit(), "a numeric UID, so runAsNonRoot can verify it without reading /etc/passwd"
     created = [run for run in _runs(dockerfile) if "useradd" in run]
     assert any(f"--uid {final}" in run for run in created), f"UID {final} is not the user the image creates"
+
+
+def test_a_digest_pins_the_compiled_bench_image_and_a_bad_one_is_refused() -> None:
+    """BENCHGATE_IMAGE_DIGEST at compile time (make compile, or the controller's environment): the
+    components name the image by its bytes, not by a tag that can be pushed over."""
+    from benchgate.errors import ConfigError
+    from benchgate.kfp.components import bench_image
+
+    digest = "sha256:" + "ab" * 32
+    assert bench_image("registry.example.com/bench", digest) == f"registry.example.com/bench@{digest}"
+    assert bench_image("registry.example.com/bench", "").startswith("registry.example.com/bench:")
+    with pytest.raises(ConfigError, match=r"BENCHGATE_IMAGE_DIGEST: got 'latest'"):
+        bench_image("registry.example.com/bench", "latest")

@@ -182,6 +182,15 @@ class RunParameters(_Spec):
         description="Across nodes: a worldSize larger than multiNode.gpusPerNode runs as a Kubeflow Trainer "
         "TrainJob (docs/multinode.md); unset: the ws=N bench is one pod on one node.",
     )
+    queue_name: str = Field(
+        "",
+        max_length=63,
+        pattern=r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$",
+        description="A Kueue LocalQueue of the run's namespace that admits its multi-node TrainJob (labelled "
+        "kueue.x-k8s.io/queue-name, created suspended; the launcher waits while it is queued). Empty: none. "
+        "The one-node pods are queued by Kueue's pod integration and the namespace's default LocalQueue "
+        "(docs/kubernetes.md, Clusters that queue GPUs).",
+    )
     baseline_pvc: str = Field(
         "",
         max_length=MAX_NAME,
@@ -380,6 +389,7 @@ def pipeline_arguments(spec: BenchmarkRunSpec, mlflow_tracking_uri: str, known: 
         "gpu_cpu_request": spec.cpu_request,
         "gpu_memory_request": spec.memory_request,
         "baseline_pvc": spec.baseline_pvc,
+        "queue_name": spec.queue_name,
         "mlflow_tracking_uri": mlflow_tracking_uri,
         "config": config,
     }

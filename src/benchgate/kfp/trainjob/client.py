@@ -26,6 +26,9 @@ JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 NODE = "node"  # the Trainer's name of the trainer nodes' replicated job and of their container
+# What the API server says of a field its schema lacks under strict field validation (apiserver's
+# strict decoding for a CRD: `unknown field "spec.x"`, or `.spec.x: field not declared in schema`).
+UNKNOWN_FIELD = ("unknown field", "field not declared in schema")
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
@@ -58,7 +61,11 @@ class TrainJobs:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            self.custom.create_namespaced_custom_object(GROUP, VERSION, self.namespace, PLURAL, manifest)
+            # Strict: an older Trainer whose CRD lacks a field benchgate sets (the GPU resources, suspend)
+            # refuses the TrainJob instead of the API server silently dropping the field.
+            self.custom.create_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, PLURAL, manifest, field_validation="Strict"
+            )
         except ApiException as e:
             if e.status == 409:
                 return False
@@ -139,7 +146,12 @@ def api_error(error: Any, doing: str) -> Exception:
     except (ValueError, KeyError, TypeError):
         message = str(error.body or error.reason)[:300]
     answer = f"{doing}: HTTP {error.status}: {message}"
-    if error.status == 403:
+    if error.status in (400, 422) and any(s in message for s in UNKNOWN_FIELD):
+        answer += (
+            " (the cluster's Kubeflow Trainer does not know these TrainJob fields: it is older than the one "
+            "benchgate needs; upgrade it, see docs/multinode.md)"
+        )
+    elif error.status == 403:
         answer += " (the launcher's service account needs the Role in docs/multinode.md)"
     elif error.status == 404 and "could not find the requested resource" in message.lower():
         answer += " (is Kubeflow Trainer v2 installed? see docs/multinode.md)"

@@ -29,8 +29,16 @@ from kubeflow_trainer_api import models
 from benchgate.config import RunConfig
 from benchgate.errors import ConfigError, RunFailedError
 from benchgate.kfp.trainjob.client import GROUP, NODE, VERSION, TrainJobs, current_namespace
+from benchgate.kfp.trainjob.placement import (
+    BENCH_POD,
+    exclusive_affinity,
+    guaranteed,
+    launcher_owner,
+    queue_labels,
+)
 from benchgate.kit import log_payload
 from benchgate.kit.files import write_text
+from benchgate.kit.git_auth import GIT_SECRET_DIR
 from benchgate.measure.launch import metrics_path
 from benchgate.measure.node import CONFIG_VARIABLE
 
@@ -38,9 +46,13 @@ DEFAULT_RUNTIME = "torch-distributed"
 MANAGER = "benchgate.dev/launcher"  # owns this launcher's runtime patch (node placement, /dev/shm)
 RUN_KEY = "benchgate.dev/run-key"  # annotation: the pipeline run that created the TrainJob
 WORLD_SIZE = "benchgate.dev/world-size"
+GIT_VOLUME = "git-secret"
 NODE_DIR = "/tmp/benchgate-node"  # each pod's working directory (the checkout, torchrun's files)
 # Pulling a CUDA image onto fresh nodes and fetching the commit comes before the bench's own time limit.
 STARTUP_S = 900
+# How long a TrainJob may wait in a Kueue queue (Suspended) before the launcher gives up: a queue of GPU
+# jobs moves in hours, and the time waiting there counts neither against the bench's timeout nor as stuck.
+QUEUE_TIMEOUT_S = 24 * 3600
 State = Literal["Running", "Complete", "Failed", "Suspended"]
 
 
@@ -57,6 +69,11 @@ class Nodes:
     shm: str = "16Gi"  # /dev/shm in memory: NCCL's shared buffers outgrow a container's 64 MiB
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: list[dict[str, Any]] = field(default_factory=list)
+    queue_name: str = ""  # a Kueue LocalQueue: the TrainJob is created suspended, labelled for it
+    # One bench per node and Guaranteed QoS (placement.py): on by default, as a node shared with another
+    # job while timed measures the neighbour; needs cpu and memory.
+    exclusive: bool = True
+    git_secret: str = ""  # the git Secret (kit/git_auth.py), mounted on each node for a private repository
 
 
 @dataclass(frozen=True)
@@ -94,12 +111,27 @@ def trainjob_manifest(
             f"world size: got {world_size}, not a multiple of gpus_per_node={nodes.gpus_per_node} "
             "(every node runs the same number of ranks)"
         )
+    cpu_memory, cpu_memory_limits = guaranteed(nodes.cpu, nodes.memory, nodes.exclusive)
     limits = {nodes.accelerator: _quantity(str(nodes.gpus_per_node))} if nodes.accelerator else {}
-    requests = {k: _quantity(v) for k, v in (("cpu", nodes.cpu), ("memory", nodes.memory)) if v}
+    limits.update({k: _quantity(v) for k, v in cpu_memory_limits.items()})
+    requests = {k: _quantity(v) for k, v in cpu_memory.items()}
+    labels = {"app.kubernetes.io/managed-by": "benchgate", WORLD_SIZE: str(world_size)}
+    queue = queue_labels(nodes.queue_name)
     args = ["--world-size", str(world_size), "--out-dir", NODE_DIR]
     if source.get("commit"):
         args += ["--repository", source.get("repository", ""), "--commit", source["commit"]]
+    mounts = [models.IoK8sApiCoreV1VolumeMount(name="dshm", mountPath="/dev/shm")]
+    git_volumes = []
+    if nodes.git_secret:  # optional, as on the pipeline's own tasks: a public repository needs none
+        git_volumes.append(
+            models.IoK8sApiCoreV1Volume(
+                name=GIT_VOLUME,
+                secret=models.IoK8sApiCoreV1SecretVolumeSource(secretName=nodes.git_secret, optional=True),
+            )
+        )
+        mounts.append(models.IoK8sApiCoreV1VolumeMount(name=GIT_VOLUME, mountPath=str(GIT_SECRET_DIR)))
     pod = models.TrainerV1alpha1PodSpecPatch(
+        affinity=models.IoK8sApiCoreV1Affinity.from_dict(exclusive_affinity()) if nodes.exclusive else None,
         nodeSelector=nodes.node_selector or None,
         tolerations=[models.IoK8sApiCoreV1Toleration.from_dict(t) for t in nodes.tolerations] or None,
         volumes=[
@@ -108,13 +140,10 @@ def trainjob_manifest(
                 emptyDir=models.IoK8sApiCoreV1EmptyDirVolumeSource(
                     medium="Memory", sizeLimit=_quantity(nodes.shm)
                 ),
-            )
+            ),
+            *git_volumes,
         ],
-        containers=[
-            models.TrainerV1alpha1ContainerPatch(
-                name=NODE, volumeMounts=[models.IoK8sApiCoreV1VolumeMount(name="dshm", mountPath="/dev/shm")]
-            )
-        ],
+        containers=[models.TrainerV1alpha1ContainerPatch(name=NODE, volumeMounts=mounts)],
     )
     patch = models.TrainerV1alpha1RuntimePatch(
         manager=MANAGER,
@@ -126,7 +155,12 @@ def trainjob_manifest(
                             name=NODE,
                             template=models.TrainerV1alpha1JobTemplatePatch(
                                 spec=models.TrainerV1alpha1JobSpecPatch(
-                                    template=models.TrainerV1alpha1PodTemplatePatch(spec=pod)
+                                    template=models.TrainerV1alpha1PodTemplatePatch(
+                                        metadata=models.IoK8sApimachineryPkgApisMetaV1ObjectMeta(
+                                            labels={BENCH_POD: name}
+                                        ),
+                                        spec=pod,
+                                    )
                                 )
                             ),
                         )
@@ -141,11 +175,17 @@ def trainjob_manifest(
         metadata=models.IoK8sApimachineryPkgApisMetaV1ObjectMeta(
             name=name,
             namespace=namespace,
-            labels={"app.kubernetes.io/managed-by": "benchgate", WORLD_SIZE: str(world_size)},
+            labels={**labels, **queue},
             annotations={RUN_KEY: run_key},
+            ownerReferences=[
+                models.IoK8sApimachineryPkgApisMetaV1OwnerReference.from_dict(o) for o in launcher_owner()
+            ]
+            or None,
         ),
         spec=models.TrainerV1alpha1TrainJobSpec(
             runtimeRef=models.TrainerV1alpha1RuntimeRef(name=nodes.runtime),
+            # Kueue unsuspends it on admission; created suspended, no pod starts before that.
+            suspend=True if queue else None,
             activeDeadlineSeconds=deadline_s,
             runtimePatches=[patch],
             trainer=models.TrainerV1alpha1Trainer(
@@ -198,14 +238,16 @@ def launch(
     *,
     poll_s: float = 10.0,
     timeout_s: float | None = None,
+    queue_timeout_s: float = QUEUE_TIMEOUT_S,
     say: Callable[[str], None] = print,
 ) -> Path:
     """Run the bench at `world_size` as a TrainJob in `jobs`' namespace (default: this pod's, through its
     service account); returns the metrics file written in `out_dir`, the bytes rank 0 wrote, beside node
     0's log (`logs/bench-ws<N>.log`, as the single-node bench keeps torchrun's). `source` is env.json's
     (repository, commit); `run_key` run.json's, the pipeline run's id. The TrainJob may run for
-    bench.run_timeout_s plus STARTUP_S; the launcher waits `timeout_s` (default: that and 10 min more,
-    for a queue) before it gives up. A failed TrainJob is a RunFailedError naming its reason.
+    bench.run_timeout_s plus STARTUP_S; the launcher waits `timeout_s` (default: that and 10 min more)
+    for it to run, and besides that up to `queue_timeout_s` while it is Suspended in a Kueue queue
+    (`nodes.queue_name`), before it gives up. A failed TrainJob is a RunFailedError naming its reason.
 
     A pipeline task calls it as `bench_task` calls `stage_bench`:
 
@@ -229,7 +271,8 @@ def launch(
                 _attach(jobs, name, run_key)
                 ours = True
                 say(f"benchgate bench: {where} exists from an earlier attempt of this run: attached to it")
-            phase = _wait(jobs, name, poll_s, deadline_s + 600 if timeout_s is None else timeout_s, say)
+            limit_s = deadline_s + 600 if timeout_s is None else timeout_s
+            phase = _wait(jobs, name, poll_s, limit_s, say, queue_timeout_s)
             pod = jobs.rank0_pod(name)
             if phase.state == "Failed":
                 raise RunFailedError(_failure(where, phase, jobs, pod))
@@ -271,23 +314,46 @@ def _delete(jobs: TrainJobs, name: str, say: Callable[[str], None]) -> None:
 
 
 def _wait(
-    jobs: TrainJobs, name: str, poll_s: float, timeout_s: float, say: Callable[[str], None]
+    jobs: TrainJobs,
+    name: str,
+    poll_s: float,
+    timeout_s: float,
+    say: Callable[[str], None],
+    queue_timeout_s: float = QUEUE_TIMEOUT_S,
 ) -> Phase:
-    """Poll the TrainJob until it is Complete or Failed; say each change of state once."""
-    started = time.monotonic()
+    """Poll the TrainJob until it is Complete or Failed; say each change of state once. Time spent
+    Suspended (queued: Kueue has not admitted it yet) counts against `queue_timeout_s` only, the rest
+    against `timeout_s`, so a TrainJob waiting its turn keeps its place in the queue instead of being
+    deleted as stuck after the bench's own timeout."""
+    running_s = queued_s = 0.0
+    last = time.monotonic()
     seen: Phase | None = None
     while True:
         trainjob = jobs.get(name)
         if trainjob is None:
             raise RunFailedError(f"{jobs.where(name)} was deleted while the bench ran (by someone else)")
         phase = phase_of(trainjob)
+        now = time.monotonic()
+        if seen is not None and seen.state == "Suspended":
+            queued_s += now - last
+        else:
+            running_s += now - last
+        last = now
         if phase != seen:
             detail = f": {phase.reason} {phase.message}".rstrip() if phase.reason or phase.message else ""
-            say(f"benchgate bench: {jobs.where(name)} is {phase.state}{detail}")
+            waits = " (queued: waiting for admission, not a failure)" if phase.state == "Suspended" else ""
+            say(f"benchgate bench: {jobs.where(name)} is {phase.state}{detail}{waits}")
             seen = phase
         if phase.state in ("Complete", "Failed"):
             return phase
-        if time.monotonic() - started > timeout_s:
+        if phase.state == "Suspended" and queued_s > queue_timeout_s:
+            raise RunFailedError(
+                f"{jobs.where(name)} waited in its queue for more than {queue_timeout_s:g} s without being "
+                f"admitted (still Suspended{': ' + phase.reason if phase.reason else ''}): is the "
+                "ClusterQueue's quota large enough for its nodes? (docs/kubernetes.md, Clusters that "
+                "queue GPUs)"
+            )
+        if phase.state != "Suspended" and running_s > timeout_s:
             raise RunFailedError(
                 f"{jobs.where(name)} did not finish within {timeout_s:g} s (still {phase.state}"
                 f"{': ' + phase.reason if phase.reason else ''})"

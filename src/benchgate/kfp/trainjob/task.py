@@ -35,12 +35,18 @@ def bench_multinode_task(
     figures: MetricsSink,
     jobs: TrainJobs | None = None,
     poll_s: float = 10.0,
+    queue_name: str = "",
+    exclusive: bool = True,
+    git_secret: str = "",
 ) -> None:
     """Run the benchmark at `world_size` across nodes, as a Kubeflow Trainer TrainJob this CPU-only task
     creates, waits for and deletes (kfp/trainjob/job.py): `results_dir` gets rank 0's metrics-ws<N>.json
     and node 0's log, as `bench_task` leaves them, so compare reads either alike. Each node's pod asks
     for `gpus_per_node` x `accelerator_type` and the requests, on the nodes `node_selector` and
-    `tolerations` choose. `jobs`: the TrainJobs of this pod's namespace unless given (tests)."""
+    `tolerations` choose; `queue_name`, a Kueue LocalQueue that admits the TrainJob ("" for none);
+    `exclusive`, one bench per node with Guaranteed QoS (kfp/trainjob/placement.py); `git_secret`, the
+    git Secret each node mounts to fetch a private repository ("" for none). `jobs`: the
+    TrainJobs of this pod's namespace unless given (tests)."""
     from benchgate.kfp.trainjob.client import TrainJobs as ClusterTrainJobs
     from benchgate.kfp.trainjob.client import current_namespace
     from benchgate.kfp.trainjob.job import Nodes, launch
@@ -60,6 +66,9 @@ def bench_multinode_task(
             shm=SHM_SIZE_LIMIT,
             node_selector=dict(node_selector),
             tolerations=list(tolerations),
+            queue_name=queue_name,
+            exclusive=exclusive,
+            git_secret=git_secret,
         )
         with stage(f"bench ws={world_size} (TrainJob)"):
             metrics_path = launch(

@@ -406,6 +406,22 @@ def test_crds_are_the_shipped_files_with_labels_and_keep(chart: helm_python.Char
         assert rendered == shipped
 
 
+def test_the_run_crd_refuses_edits_of_its_spec_by_field(chart: helm_python.Chart) -> None:
+    """The API server's own admission refuses spec edits (CEL transition rules, Kubernetes 1.28+): one
+    rule for the whole spec, and one on each free-form map naming its field in the refusal."""
+    (crd,) = (
+        c
+        for c in of_kind(render(chart, {}), "CustomResourceDefinition")
+        if c["metadata"]["name"] == "benchmarkruns.benchgate.dev"
+    )
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert [r["rule"] for r in spec["x-kubernetes-validations"]] == ["self == oldSelf"]
+    for field in ("workloadArgs", "config"):
+        (rule,) = spec["properties"][field]["x-kubernetes-validations"]
+        assert rule["rule"] == "self == oldSelf"
+        assert f"spec.{field} is immutable" in rule["message"]
+
+
 def test_a_missing_crd_file_fails_the_render(tmp_path: Path) -> None:
     copy_dir = tmp_path / "benchgate"
     shutil.copytree(CHART_DIR, copy_dir)

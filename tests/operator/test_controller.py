@@ -432,8 +432,9 @@ async def patch_spec(cluster: Cluster, name: str, spec: dict[str, Any]) -> None:
 
 
 async def test_editing_workload_args_is_reported_and_submits_nothing(cluster: Cluster) -> None:
-    """workloadArgs is free-form, so the CRD's `self == oldSelf` cannot see into it and the API server
-    takes the edit: the controller says it is not applied, and the run goes on as submitted."""
+    """An edit inside workloadArgs that reaches the controller (kmock evaluates no CEL; CEL sees only
+    declared fields): the controller says it is not applied, the run goes on as submitted, and
+    observedGeneration reaches the new generation."""
     await cluster.create(run_manifest("edited", workloadArgs={"size": "tiny"}))
     await cluster.phase("edited", "Running")
     await patch_spec(cluster, "edited", {"workloadArgs": {"size": "large"}})
@@ -446,7 +447,10 @@ async def test_editing_workload_args_is_reported_and_submits_nothing(cluster: Cl
     )
     applied = condition(status, "SpecApplied")
     assert applied["status"] == "False" and applied["reason"] == "SpecChangedAfterSubmit"
-    assert applied["observedGeneration"] == 2 and status["observedGeneration"] == 1
+    # The edit was seen and answered: observedGeneration reaches the generation (a GitOps tool
+    # waiting for it would wait forever otherwise); the generation that runs is kept apart.
+    assert applied["observedGeneration"] == 2 and status["observedGeneration"] == 2
+    assert status["submittedGeneration"] == 1
     await cluster.wait(lambda: cluster.events("SpecChangedAfterSubmit"), what="a warning Event")
     # The run finishes as submitted; `kubectl wait` still ends on it at the new generation.
     cluster.kfp.force(kfp_run_id(cluster, "edited"), "SUCCEEDED", "SUCCEEDED")
@@ -456,4 +460,4 @@ async def test_editing_workload_args_is_reported_and_submits_nothing(cluster: Cl
     (body,) = cluster.kfp.created_runs
     assert body["runtime_config"]["parameters"]["workload_args"] == '{"size": "tiny"}'
     assert len(cluster.events("SpecChangedAfterSubmit")) == 1
-    assert cluster.status("edited")["observedGeneration"] == 1
+    assert cluster.status("edited")["observedGeneration"] == 2

@@ -516,6 +516,12 @@ def test_deployment_defaults(chart: helm_python.Chart) -> None:
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert probe["path"] == "/healthz"
     assert ports[probe["port"]] == 8080
+    # kopf answers /healthz only once started: the startup probe holds liveness off until then (up to
+    # 5 minutes), so liveness needs no fixed initial delay.
+    startup = container["startupProbe"]
+    assert startup["httpGet"] == container["livenessProbe"]["httpGet"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 300
+    assert "initialDelaySeconds" not in container["livenessProbe"]
     assert container["resources"] == {
         "requests": {"cpu": "50m", "memory": "128Mi"},
         "limits": {"memory": "256Mi"},
@@ -555,6 +561,27 @@ def test_deployment_passes_pod_values_through(chart: helm_python.Chart) -> None:
     assert (
         one(objects, "ServiceAccount")["metadata"]["annotations"] == values["serviceAccount"]["annotations"]
     )
+
+
+def test_replicas_spread_across_nodes_and_keep_one_through_a_drain(chart: helm_python.Chart) -> None:
+    """A standby is worth having on another node, and a drain takes one controller pod at a time."""
+    objects = render(chart, {})
+    deployment = one(objects, "Deployment")
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    # By default: a soft preference for different nodes (one node may still run them all).
+    (term,) = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == selector
+    # One replica: no budget (it would only block the drain).
+    assert of_kind(objects, "PodDisruptionBudget") == []
+    replicas = render(chart, VARIANTS["everything"])
+    budget = one(replicas, "PodDisruptionBudget")
+    selector = one(replicas, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert budget["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": selector}}
+    assert budget["metadata"]["namespace"] == NAMESPACE
+    # Affinity given: it replaces the default (test_deployment_passes_pod_values_through).
 
 
 def test_a_settings_change_restarts_the_controller(chart: helm_python.Chart) -> None:

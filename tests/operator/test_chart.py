@@ -163,16 +163,26 @@ def render_text(chart: helm_python.Chart, values: dict[str, Any]) -> dict[str, s
     return chart.render(values, name=RELEASE, namespace=NAMESPACE)
 
 
-def render(chart: helm_python.Chart, variant_values: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rendered Kubernetes objects of a variant (kfp.host set), NOTES.txt left out."""
+def render(
+    chart: helm_python.Chart, variant_values: dict[str, Any], uninstall: bool = False
+) -> list[dict[str, Any]]:
+    """The rendered Kubernetes objects of a variant (kfp.host set), NOTES.txt left out; the objects of
+    the uninstall hook (`pre_delete_hook`) only with `uninstall`, or alone when it is "only"."""
     manifests = render_text(chart, with_host(variant_values))
-    return [
+    objects = [
         doc
         for path, text in sorted(manifests.items())
         if path.endswith((".yaml", ".yml"))
         for doc in yaml.safe_load_all(text)
         if doc
     ]
+    if uninstall == "only":
+        return [o for o in objects if pre_delete_hook(o)]
+    return [o for o in objects if uninstall or not pre_delete_hook(o)]
+
+
+def pre_delete_hook(obj: dict[str, Any]) -> bool:
+    return bool((obj["metadata"].get("annotations") or {}).get("helm.sh/hook") == "pre-delete")
 
 
 def chart_crds(chart: helm_python.Chart) -> list[dict[str, Any]]:
@@ -323,7 +333,7 @@ def test_validation_is_strict() -> None:
 def test_manifests_pass_the_kubernetes_schema(
     chart: helm_python.Chart, variant: str, kube_version: str
 ) -> None:
-    objects = render(chart, VARIANTS[variant])
+    objects = render(chart, VARIANTS[variant], uninstall=True)
     assert objects
     for obj in objects + chart_crds(chart):
         if obj["apiVersion"].startswith(f"{PEERING_GROUP}/"):
@@ -661,9 +671,10 @@ def test_network_policy_admits_the_probe_and_metrics_ports_only(chart: helm_pyth
     objects = render(chart, VARIANTS["monitoring"])
     policy = one(objects, "NetworkPolicy")["spec"]
     container = controller_container(objects)
-    assert policy["podSelector"]["matchLabels"].items() <= one(objects, "Deployment")["spec"]["template"][
-        "metadata"
-    ]["labels"].items()
+    assert (
+        policy["podSelector"]["matchLabels"].items()
+        <= one(objects, "Deployment")["spec"]["template"]["metadata"]["labels"].items()
+    )
     (ingress,) = policy["ingress"]
     assert {p["port"] for p in ingress["ports"]} == {p["name"] for p in container["ports"]}
     assert ingress["from"] == values["ingressFrom"]
@@ -901,6 +912,43 @@ def test_notes_describe_the_install(chart: helm_python.Chart) -> None:
     assert f"kubectl get clusterkopfpeering {RELEASE} -o jsonpath" in notes
     notes = render_text(chart, with_host(VARIANTS["standalone"]))["benchgate/templates/NOTES.txt"]
     assert "peered" not in notes and "kopfpeering" not in notes
+
+
+@pytest.mark.parametrize("namespaced", [False, True])
+def test_uninstall_releases_benchgates_finalizers_first(chart: helm_python.Chart, namespaced: bool) -> None:
+    """A pre-delete hook Job runs `benchgate release-finalizers` with the controller's image, under an
+    account that may only list, get and patch the two kinds, where the controller reaches."""
+    objects = render(chart, {"rbac": {"namespaced": namespaced}}, uninstall="only")
+    scope = "Role" if namespaced else "ClusterRole"
+    assert sorted(o["kind"] for o in objects) == sorted(["ServiceAccount", scope, f"{scope}Binding", "Job"])
+    for obj in objects:
+        annotations = obj["metadata"]["annotations"]
+        assert annotations["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
+    # The account and its rights exist before the Job runs.
+    weights = {o["kind"]: int(o["metadata"]["annotations"]["helm.sh/hook-weight"]) for o in objects}
+    assert max(w for k, w in weights.items() if k != "Job") < weights["Job"]
+    role = one(objects, scope)
+    assert triples(role["rules"]) == {
+        ("benchgate.dev", r, v)
+        for r in ("benchmarkruns", "benchmarkschedules")
+        for v in ("get", "list", "patch")
+    }
+    assert ("namespace" in role["metadata"]) is namespaced
+    job = one(objects, "Job")
+    pod = job["spec"]["template"]["spec"]
+    account = one(objects, "ServiceAccount")["metadata"]["name"]
+    assert pod["serviceAccountName"] == account
+    assert one(objects, f"{scope}Binding")["subjects"] == [
+        {"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}
+    ]
+    (container,) = pod["containers"]
+    assert container["image"] == controller_container(render(chart, {}))["image"]
+    assert container["command"] == ["benchgate", "release-finalizers"]
+    assert container.get("args", []) == (["--namespace", NAMESPACE] if namespaced else [])
+    assert pod["restartPolicy"] == "Never"
+    # Off, or with RBAC left to the user: no hook.
+    assert render(chart, {"uninstall": {"releaseFinalizers": False}}, uninstall="only") == []
+    assert render(chart, VARIANTS["external-sa"], uninstall="only") == []
 
 
 def test_the_readme_uninstalls_runs_then_the_release_then_the_crds() -> None:

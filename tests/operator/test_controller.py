@@ -26,6 +26,7 @@ from operator_harness import (
 )
 
 from benchgate.controller.access import FINALIZER, KOPF_DEFAULT_FINALIZER
+from benchgate.controller.decide.fencing import CLAIM
 from benchgate.controller.spec.status import kfp_run_name
 
 pytestmark = pytest.mark.asyncio
@@ -69,10 +70,24 @@ async def test_objects_that_existed_before_the_controller_get_one_run_each(clust
     )
 
 
-async def test_runs_carry_benchgates_finalizer(cluster: Cluster) -> None:
+async def test_the_finalizer_holds_a_run_only_while_its_kfp_run_may_go(cluster: Cluster) -> None:
+    """Held for an object's whole life, a finalizer leaves it undeletable once the controller is gone
+    (and hangs its namespace's deletion): benchgate's is written with the submission's claim, before
+    the KFP run exists, and removed once the run ended. A refused run never carries it."""
     await cluster.create(run_manifest("pr-8"))
     await cluster.phase("pr-8", "Running")
-    assert cluster.get("pr-8")["metadata"]["finalizers"] == [FINALIZER]
+    meta = cluster.get("pr-8")["metadata"]
+    assert meta["finalizers"] == [FINALIZER]
+    assert meta["annotations"][CLAIM].split(" ")[0]  # who claimed the submission, and when
+    cluster.kfp.force(kfp_run_id(cluster, "pr-8"), "SUCCEEDED", "SUCCEEDED")
+    await cluster.phase("pr-8", "Succeeded")
+    await cluster.wait(
+        lambda: not cluster.get("pr-8")["metadata"].get("finalizers"), what="the finalizer to go"
+    )
+    await cluster.create(run_manifest("bad", commit="not-a-sha"))
+    await cluster.phase("bad", "Failed")
+    await cluster.wait(lambda: cluster.kfp.calls("GET", "/runs/") >= 2, what="a few more looks")
+    assert not cluster.get("bad")["metadata"].get("finalizers")
 
 
 def legacy_run() -> dict[str, Any]:
@@ -87,13 +102,13 @@ def legacy_run() -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("cluster", [{"precreate": [legacy_run()]}], indirect=True)
-async def test_a_run_finalized_by_an_older_controller_takes_the_new_finalizer_and_deletes(
+async def test_a_finished_run_finalized_by_an_older_controller_loses_the_finalizer_and_deletes(
     cluster: Cluster,
 ) -> None:
     # An older release left kopf's default finalizer name: nothing would remove it now, and deleting the
-    # run would leave it Terminating for good. The controller renames it when it resumes the run.
+    # run would leave it Terminating for good. The run ended: the controller removes it on resume.
     await cluster.wait(
-        lambda: cluster.get("legacy")["metadata"].get("finalizers") == [FINALIZER], what="the new finalizer"
+        lambda: not cluster.get("legacy")["metadata"].get("finalizers"), what="the old finalizer to go"
     )
     await cluster.delete("legacy")
     await cluster.wait(lambda: cluster.get("legacy") is None, what="legacy to be gone")

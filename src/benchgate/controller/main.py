@@ -27,6 +27,7 @@ import kopf
 
 from benchgate.controller.access import FINALIZER
 from benchgate.controller.clients import KfpRuns, KubeRuns, Verdicts
+from benchgate.controller.handlers.finalizer import timers_without_finalizer
 from benchgate.controller.handlers.persistence import keep_records_in_status
 from benchgate.controller.handlers.run import register
 from benchgate.controller.handlers.runtime import RUNS, Runtime
@@ -80,6 +81,7 @@ def build(
     registry = kopf.OperatorRegistry()
     register(registry, settings)
     register_schedules(registry, settings)
+    timers_without_finalizer(registry)  # the finalizer only while a KFP run may go (`finalizer`)
     kopf.on.startup(registry=registry)(configure)
     kopf.on.startup(registry=registry)(configure_peering)
     kopf.on.event(*RUNS, registry=registry)(count)

@@ -41,6 +41,7 @@ def immutable_rule(field: str) -> list[dict[str, str]]:
     message = f"spec.{field} is immutable once the run exists; create a new BenchmarkRun"
     return [{"rule": "self == oldSelf", "message": message}]
 
+
 RUN_COLUMNS = [
     {"name": "Commit", "type": "string", "jsonPath": ".status.shortCommit"},
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},

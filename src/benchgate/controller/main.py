@@ -26,6 +26,7 @@ from typing import Any, cast
 import kopf
 
 from benchgate.controller.access import FINALIZER
+from benchgate.controller.activity import follow_peering
 from benchgate.controller.clients import KfpRuns, KubeRuns, Verdicts
 from benchgate.controller.handlers.finalizer import timers_without_finalizer
 from benchgate.controller.handlers.persistence import keep_records_in_status
@@ -106,6 +107,7 @@ async def operate(
     namespace = settings.watch_namespace
     peering = settings.peering_name
     ready_flag = ready_flag or asyncio.Event()
+    follow_peering(runtime.metrics, peered=bool(peering))  # benchgate_controller_active
     probes = None
     if settings.metrics_port:  # /metrics and /readyz, before kopf starts: the probe says "starting"
         probes = await serve(runtime.metrics, settings.metrics_port, ready_flag)

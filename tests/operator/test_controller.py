@@ -26,7 +26,7 @@ from operator_harness import (
 )
 
 from benchgate.controller.access import FINALIZER, KOPF_DEFAULT_FINALIZER
-from benchgate.controller.decide.fencing import CLAIM
+from benchgate.controller.decide.fencing import CLAIM, claim_token
 from benchgate.controller.spec.status import kfp_run_name
 
 pytestmark = pytest.mark.asyncio
@@ -476,3 +476,58 @@ async def test_editing_workload_args_is_reported_and_submits_nothing(cluster: Cl
     assert body["runtime_config"]["parameters"]["workload_args"] == '{"size": "tiny"}'
     assert len(cluster.events("SpecChangedAfterSubmit")) == 1
     assert cluster.status("edited")["observedGeneration"] == 2
+
+
+def claim_write(request: Any) -> bool:
+    """The controller's claim of a submission: a merge patch of the object carrying the claim."""
+    data = request.data if isinstance(request.data, dict) else {}
+    return (
+        request.resource is not None
+        and request.resource.plural == "benchmarkruns"
+        and not request.subresource
+        and verb_of(request) == "patch"
+        and CLAIM in (data.get("metadata", {}).get("annotations") or {})
+    )
+
+
+async def test_a_claim_refused_as_stale_submits_nothing_until_claimed_again(cluster: Cluster) -> None:
+    """An API server refuses a claim whose resourceVersion is no longer the object's (409: another
+    controller or an edit wrote it since): nothing reaches KFP on that look; the next claims."""
+    cluster.fail(claim_write, status=409, times=1)
+    await cluster.create(run_manifest("raced"))
+    await cluster.phase("raced", "Running")
+    waited = [
+        c
+        for _, status in written_statuses(cluster.kmock)
+        for c in status.get("conditions", [])
+        if c.get("reason") == "SubmissionClaimed"
+    ]
+    assert waited and "changed while being claimed" in waited[0]["message"]
+    assert cluster.kfp.calls("POST", "/runs") == 1
+    assert len([r for r in list(cluster.kmock) if claim_write(r)]) == 2  # refused, then claimed
+
+
+def claimed_by_another(clock: Any) -> dict[str, Any]:
+    manifest = run_manifest("theirs")
+    manifest["metadata"]["annotations"] = {CLAIM: claim_token("other-pod", clock())}
+    return manifest
+
+
+@pytest.mark.parametrize("cluster", [{"speed": 10}], indirect=True)
+async def test_another_controllers_live_claim_fences_the_submission_until_it_expires(
+    cluster: Cluster,
+) -> None:
+    """Another controller claimed the run and may be creating its KFP run right now: this one waits;
+    once the claim is older than the peering lifetime (its writer gone) it takes over."""
+    await cluster.create(claimed_by_another(cluster.clock))
+    status = await cluster.wait(
+        lambda: (s := cluster.status("theirs")) and s.get("phase") == "Pending" and s, what="a wait"
+    )
+    assert condition(status, "Submitted")["reason"] == "SubmissionClaimed"
+    assert "other-pod" in condition(status, "Submitted")["message"]
+    assert cluster.kfp.calls("POST", "/runs") == 0
+    # 60 s of the controller's clock (6 s here): taken over, submitted once, claimed by this controller.
+    await cluster.phase("theirs", "Running", timeout_s=30)
+    assert cluster.kfp.calls("POST", "/runs") == 1
+    holder = cluster.get("theirs")["metadata"]["annotations"][CLAIM].split(" ")[0]
+    assert holder == cluster.runtime.identity

@@ -27,6 +27,7 @@ from typing import Any
 
 import aiohttp
 import attrs
+import jsonpatch
 import jsonschema
 import yaml
 from fake_kfp_server import FakeKfp
@@ -155,7 +156,15 @@ class ApiServerEmulator(KubernetesEmulator):  # type: ignore[misc]
             meta.setdefault("generation", 1)
         if request.action == action.UPDATE and not request.subresource and isinstance(request.data, dict):
             self._bump_generation(request)
-        return await super()._handle(request)
+        try:
+            return await super()._handle(request)
+        except jsonpatch.JsonPatchException as e:
+            # An API server refuses a JSON patch it cannot apply with 422, and stores nothing; kmock
+            # would answer 500, which kopf retries for minutes. kopf sends its finalizer's changes
+            # as a JSON patch computed on the body it last saw: after another write changed the
+            # finalizers (which, as kmock never bumps resourceVersion, kopf's version test misses),
+            # a real API server refuses it on that test, with 422 too.
+            raise KubernetesError(422, "Invalid", f"the JSON patch does not apply: {e}", {}) from None
 
     def _fail_if_faulty(self, request: Any) -> None:
         # Before kmock's own handling: kmock stores a write even when one of its reactions answers it

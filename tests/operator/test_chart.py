@@ -163,16 +163,26 @@ def render_text(chart: helm_python.Chart, values: dict[str, Any]) -> dict[str, s
     return chart.render(values, name=RELEASE, namespace=NAMESPACE)
 
 
-def render(chart: helm_python.Chart, variant_values: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rendered Kubernetes objects of a variant (kfp.host set), NOTES.txt left out."""
+def render(
+    chart: helm_python.Chart, variant_values: dict[str, Any], uninstall: bool = False
+) -> list[dict[str, Any]]:
+    """The rendered Kubernetes objects of a variant (kfp.host set), NOTES.txt left out; the objects of
+    the uninstall hook (`pre_delete_hook`) only with `uninstall`, or alone when it is "only"."""
     manifests = render_text(chart, with_host(variant_values))
-    return [
+    objects = [
         doc
         for path, text in sorted(manifests.items())
         if path.endswith((".yaml", ".yml"))
         for doc in yaml.safe_load_all(text)
         if doc
     ]
+    if uninstall == "only":
+        return [o for o in objects if pre_delete_hook(o)]
+    return [o for o in objects if uninstall or not pre_delete_hook(o)]
+
+
+def pre_delete_hook(obj: dict[str, Any]) -> bool:
+    return bool((obj["metadata"].get("annotations") or {}).get("helm.sh/hook") == "pre-delete")
 
 
 def chart_crds(chart: helm_python.Chart) -> list[dict[str, Any]]:
@@ -323,7 +333,7 @@ def test_validation_is_strict() -> None:
 def test_manifests_pass_the_kubernetes_schema(
     chart: helm_python.Chart, variant: str, kube_version: str
 ) -> None:
-    objects = render(chart, VARIANTS[variant])
+    objects = render(chart, VARIANTS[variant], uninstall=True)
     assert objects
     for obj in objects + chart_crds(chart):
         if obj["apiVersion"].startswith(f"{PEERING_GROUP}/"):
@@ -404,6 +414,22 @@ def test_crds_are_the_shipped_files_with_labels_and_keep(chart: helm_python.Char
             ours = rendered["metadata"].pop(key, None) or {}
             assert theirs.keys() <= ours.keys(), f"{name}: the template dropped {key}"
         assert rendered == shipped
+
+
+def test_the_run_crd_refuses_edits_of_its_spec_by_field(chart: helm_python.Chart) -> None:
+    """The API server's own admission refuses spec edits (CEL transition rules, Kubernetes 1.28+): one
+    rule for the whole spec, and one on each free-form map naming its field in the refusal."""
+    (crd,) = (
+        c
+        for c in of_kind(render(chart, {}), "CustomResourceDefinition")
+        if c["metadata"]["name"] == "benchmarkruns.benchgate.dev"
+    )
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert [r["rule"] for r in spec["x-kubernetes-validations"]] == ["self == oldSelf"]
+    for field in ("workloadArgs", "config"):
+        (rule,) = spec["properties"][field]["x-kubernetes-validations"]
+        assert rule["rule"] == "self == oldSelf"
+        assert f"spec.{field} is immutable" in rule["message"]
 
 
 def test_a_missing_crd_file_fails_the_render(tmp_path: Path) -> None:
@@ -500,6 +526,12 @@ def test_deployment_defaults(chart: helm_python.Chart) -> None:
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert probe["path"] == "/healthz"
     assert ports[probe["port"]] == 8080
+    # kopf answers /healthz only once started: the startup probe holds liveness off until then (up to
+    # 5 minutes), so liveness needs no fixed initial delay.
+    startup = container["startupProbe"]
+    assert startup["httpGet"] == container["livenessProbe"]["httpGet"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 300
+    assert "initialDelaySeconds" not in container["livenessProbe"]
     assert container["resources"] == {
         "requests": {"cpu": "50m", "memory": "128Mi"},
         "limits": {"memory": "256Mi"},
@@ -539,6 +571,27 @@ def test_deployment_passes_pod_values_through(chart: helm_python.Chart) -> None:
     assert (
         one(objects, "ServiceAccount")["metadata"]["annotations"] == values["serviceAccount"]["annotations"]
     )
+
+
+def test_replicas_spread_across_nodes_and_keep_one_through_a_drain(chart: helm_python.Chart) -> None:
+    """A standby is worth having on another node, and a drain takes one controller pod at a time."""
+    objects = render(chart, {})
+    deployment = one(objects, "Deployment")
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    # By default: a soft preference for different nodes (one node may still run them all).
+    (term,) = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == selector
+    # One replica: no budget (it would only block the drain).
+    assert of_kind(objects, "PodDisruptionBudget") == []
+    replicas = render(chart, VARIANTS["everything"])
+    budget = one(replicas, "PodDisruptionBudget")
+    selector = one(replicas, "Deployment")["spec"]["selector"]["matchLabels"]
+    assert budget["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": selector}}
+    assert budget["metadata"]["namespace"] == NAMESPACE
+    # Affinity given: it replaces the default (test_deployment_passes_pod_values_through).
 
 
 def test_a_settings_change_restarts_the_controller(chart: helm_python.Chart) -> None:
@@ -885,6 +938,43 @@ def test_notes_describe_the_install(chart: helm_python.Chart) -> None:
     assert f"kubectl get clusterkopfpeering {RELEASE} -o jsonpath" in notes
     notes = render_text(chart, with_host(VARIANTS["standalone"]))["benchgate/templates/NOTES.txt"]
     assert "peered" not in notes and "kopfpeering" not in notes
+
+
+@pytest.mark.parametrize("namespaced", [False, True])
+def test_uninstall_releases_benchgates_finalizers_first(chart: helm_python.Chart, namespaced: bool) -> None:
+    """A pre-delete hook Job runs `benchgate release-finalizers` with the controller's image, under an
+    account that may only list, get and patch the two kinds, where the controller reaches."""
+    objects = render(chart, {"rbac": {"namespaced": namespaced}}, uninstall="only")
+    scope = "Role" if namespaced else "ClusterRole"
+    assert sorted(o["kind"] for o in objects) == sorted(["ServiceAccount", scope, f"{scope}Binding", "Job"])
+    for obj in objects:
+        annotations = obj["metadata"]["annotations"]
+        assert annotations["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
+    # The account and its rights exist before the Job runs.
+    weights = {o["kind"]: int(o["metadata"]["annotations"]["helm.sh/hook-weight"]) for o in objects}
+    assert max(w for k, w in weights.items() if k != "Job") < weights["Job"]
+    role = one(objects, scope)
+    assert triples(role["rules"]) == {
+        ("benchgate.dev", r, v)
+        for r in ("benchmarkruns", "benchmarkschedules")
+        for v in ("get", "list", "patch")
+    }
+    assert ("namespace" in role["metadata"]) is namespaced
+    job = one(objects, "Job")
+    pod = job["spec"]["template"]["spec"]
+    account = one(objects, "ServiceAccount")["metadata"]["name"]
+    assert pod["serviceAccountName"] == account
+    assert one(objects, f"{scope}Binding")["subjects"] == [
+        {"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}
+    ]
+    (container,) = pod["containers"]
+    assert container["image"] == controller_container(render(chart, {}))["image"]
+    assert container["command"] == ["benchgate", "release-finalizers"]
+    assert container.get("args", []) == (["--namespace", NAMESPACE] if namespaced else [])
+    assert pod["restartPolicy"] == "Never"
+    # Off, or with RBAC left to the user: no hook.
+    assert render(chart, {"uninstall": {"releaseFinalizers": False}}, uninstall="only") == []
+    assert render(chart, VARIANTS["external-sa"], uninstall="only") == []
 
 
 def test_the_readme_uninstalls_runs_then_the_release_then_the_crds() -> None:

@@ -26,6 +26,7 @@ from operator_harness import (
 )
 
 from benchgate.controller.access import FINALIZER, KOPF_DEFAULT_FINALIZER
+from benchgate.controller.decide.fencing import CLAIM, claim_token
 from benchgate.controller.spec.status import kfp_run_name
 
 pytestmark = pytest.mark.asyncio
@@ -69,10 +70,24 @@ async def test_objects_that_existed_before_the_controller_get_one_run_each(clust
     )
 
 
-async def test_runs_carry_benchgates_finalizer(cluster: Cluster) -> None:
+async def test_the_finalizer_holds_a_run_only_while_its_kfp_run_may_go(cluster: Cluster) -> None:
+    """Held for an object's whole life, a finalizer leaves it undeletable once the controller is gone
+    (and hangs its namespace's deletion): benchgate's is written with the submission's claim, before
+    the KFP run exists, and removed once the run ended. A refused run never carries it."""
     await cluster.create(run_manifest("pr-8"))
     await cluster.phase("pr-8", "Running")
-    assert cluster.get("pr-8")["metadata"]["finalizers"] == [FINALIZER]
+    meta = cluster.get("pr-8")["metadata"]
+    assert meta["finalizers"] == [FINALIZER]
+    assert meta["annotations"][CLAIM].split(" ")[0]  # who claimed the submission, and when
+    cluster.kfp.force(kfp_run_id(cluster, "pr-8"), "SUCCEEDED", "SUCCEEDED")
+    await cluster.phase("pr-8", "Succeeded")
+    await cluster.wait(
+        lambda: not cluster.get("pr-8")["metadata"].get("finalizers"), what="the finalizer to go"
+    )
+    await cluster.create(run_manifest("bad", commit="not-a-sha"))
+    await cluster.phase("bad", "Failed")
+    await cluster.wait(lambda: cluster.kfp.calls("GET", "/runs/") >= 2, what="a few more looks")
+    assert not cluster.get("bad")["metadata"].get("finalizers")
 
 
 def legacy_run() -> dict[str, Any]:
@@ -87,13 +102,13 @@ def legacy_run() -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("cluster", [{"precreate": [legacy_run()]}], indirect=True)
-async def test_a_run_finalized_by_an_older_controller_takes_the_new_finalizer_and_deletes(
+async def test_a_finished_run_finalized_by_an_older_controller_loses_the_finalizer_and_deletes(
     cluster: Cluster,
 ) -> None:
     # An older release left kopf's default finalizer name: nothing would remove it now, and deleting the
-    # run would leave it Terminating for good. The controller renames it when it resumes the run.
+    # run would leave it Terminating for good. The run ended: the controller removes it on resume.
     await cluster.wait(
-        lambda: cluster.get("legacy")["metadata"].get("finalizers") == [FINALIZER], what="the new finalizer"
+        lambda: not cluster.get("legacy")["metadata"].get("finalizers"), what="the old finalizer to go"
     )
     await cluster.delete("legacy")
     await cluster.wait(lambda: cluster.get("legacy") is None, what="legacy to be gone")
@@ -444,8 +459,9 @@ async def patch_spec(cluster: Cluster, name: str, spec: dict[str, Any]) -> None:
 
 
 async def test_editing_workload_args_is_reported_and_submits_nothing(cluster: Cluster) -> None:
-    """workloadArgs is free-form, so the CRD's `self == oldSelf` cannot see into it and the API server
-    takes the edit: the controller says it is not applied, and the run goes on as submitted."""
+    """An edit inside workloadArgs that reaches the controller (kmock evaluates no CEL; CEL sees only
+    declared fields): the controller says it is not applied, the run goes on as submitted, and
+    observedGeneration reaches the new generation."""
     await cluster.create(run_manifest("edited", workloadArgs={"size": "tiny"}))
     await cluster.phase("edited", "Running")
     await patch_spec(cluster, "edited", {"workloadArgs": {"size": "large"}})
@@ -458,7 +474,10 @@ async def test_editing_workload_args_is_reported_and_submits_nothing(cluster: Cl
     )
     applied = condition(status, "SpecApplied")
     assert applied["status"] == "False" and applied["reason"] == "SpecChangedAfterSubmit"
-    assert applied["observedGeneration"] == 2 and status["observedGeneration"] == 1
+    # The edit was seen and answered: observedGeneration reaches the generation (a GitOps tool
+    # waiting for it would wait forever otherwise); the generation that runs is kept apart.
+    assert applied["observedGeneration"] == 2 and status["observedGeneration"] == 2
+    assert status["submittedGeneration"] == 1
     await cluster.wait(lambda: cluster.events("SpecChangedAfterSubmit"), what="a warning Event")
     # The run finishes as submitted; `kubectl wait` still ends on it at the new generation.
     cluster.kfp.force(kfp_run_id(cluster, "edited"), "SUCCEEDED", "SUCCEEDED")
@@ -468,4 +487,59 @@ async def test_editing_workload_args_is_reported_and_submits_nothing(cluster: Cl
     (body,) = cluster.kfp.created_runs
     assert body["runtime_config"]["parameters"]["workload_args"] == '{"size": "tiny"}'
     assert len(cluster.events("SpecChangedAfterSubmit")) == 1
-    assert cluster.status("edited")["observedGeneration"] == 1
+    assert cluster.status("edited")["observedGeneration"] == 2
+
+
+def claim_write(request: Any) -> bool:
+    """The controller's claim of a submission: a merge patch of the object carrying the claim."""
+    data = request.data if isinstance(request.data, dict) else {}
+    return (
+        request.resource is not None
+        and request.resource.plural == "benchmarkruns"
+        and not request.subresource
+        and verb_of(request) == "patch"
+        and CLAIM in (data.get("metadata", {}).get("annotations") or {})
+    )
+
+
+async def test_a_claim_refused_as_stale_submits_nothing_until_claimed_again(cluster: Cluster) -> None:
+    """An API server refuses a claim whose resourceVersion is no longer the object's (409: another
+    controller or an edit wrote it since): nothing reaches KFP on that look; the next claims."""
+    cluster.fail(claim_write, status=409, times=1)
+    await cluster.create(run_manifest("raced"))
+    await cluster.phase("raced", "Running")
+    waited = [
+        c
+        for _, status in written_statuses(cluster.kmock)
+        for c in status.get("conditions", [])
+        if c.get("reason") == "SubmissionClaimed"
+    ]
+    assert waited and "changed while being claimed" in waited[0]["message"]
+    assert cluster.kfp.calls("POST", "/runs") == 1
+    assert len([r for r in list(cluster.kmock) if claim_write(r)]) == 2  # refused, then claimed
+
+
+def claimed_by_another(clock: Any) -> dict[str, Any]:
+    manifest = run_manifest("theirs")
+    manifest["metadata"]["annotations"] = {CLAIM: claim_token("other-pod", clock())}
+    return manifest
+
+
+@pytest.mark.parametrize("cluster", [{"speed": 10}], indirect=True)
+async def test_another_controllers_live_claim_fences_the_submission_until_it_expires(
+    cluster: Cluster,
+) -> None:
+    """Another controller claimed the run and may be creating its KFP run right now: this one waits;
+    once the claim is older than the peering lifetime (its writer gone) it takes over."""
+    await cluster.create(claimed_by_another(cluster.clock))
+    status = await cluster.wait(
+        lambda: (s := cluster.status("theirs")) and s.get("phase") == "Pending" and s, what="a wait"
+    )
+    assert condition(status, "Submitted")["reason"] == "SubmissionClaimed"
+    assert "other-pod" in condition(status, "Submitted")["message"]
+    assert cluster.kfp.calls("POST", "/runs") == 0
+    # 60 s of the controller's clock (6 s here): taken over, submitted once, claimed by this controller.
+    await cluster.phase("theirs", "Running", timeout_s=30)
+    assert cluster.kfp.calls("POST", "/runs") == 1
+    holder = cluster.get("theirs")["metadata"]["annotations"][CLAIM].split(" ")[0]
+    assert holder == cluster.runtime.identity

@@ -57,6 +57,12 @@ class Instance:
     name: str
     thread: ControllerThread
     running: bool = True
+    metrics: Any = None
+
+    @property
+    def active(self) -> float | None:
+        """Its gauge benchgate_controller_active (1: it acts; 0: paused by a peer)."""
+        return self.metrics.registry.get_sample_value("benchgate_controller_active")
 
     @property
     def authorization(self) -> str:
@@ -102,7 +108,7 @@ class Peers:
             return kopf.ConnectionInfo(server=url, token=name)
 
         thread = ControllerThread(settings, registry, runtime, identity=name)
-        instance = Instance(name, thread)
+        instance = Instance(name, thread, metrics=runtime.metrics)
         self.instances.append(instance)
         assert await asyncio.to_thread(thread.start, 20), f"{name} did not start within 20 s"
         if not peering:
@@ -231,6 +237,7 @@ async def test_without_peering_both_instances_act(peers: Peers) -> None:
         lambda: peers.run_writes(first) and peers.run_writes(second), what="writes from both instances"
     )
     assert peers.peers() == {}
+    assert first.active == second.active == 1  # standalone: each acts from the start
 
 
 @pytest.mark.parametrize("peers", ["cluster-wide", "namespaced"], indirect=True)
@@ -253,12 +260,16 @@ async def test_the_standby_takes_over_when_the_active_stops(peers: Peers) -> Non
     await peers.cluster.create(run_manifest("pr-1"))
     await peers.cluster.phase("pr-1", "Running")
 
+    # Both are Ready; the gauge says which one acts.
+    await peers.cluster.wait(lambda: (active.active, standby.active) == (1, 0), what="the active gauges")
+
     # A clean exit removes the active instance's keep-alive, and the standby resumes at once.
     await peers.stop(active)
     assert "active" not in peers.peers()
     await peers.cluster.create(run_manifest("pr-2"))
     await peers.cluster.phase("pr-2", "Running")
     assert peers.status_writers("pr-2") == {"standby"}
+    assert standby.active == 1
     # pr-1 is followed on, not submitted again: the standby read kopf's record of the submission.
     await settle(lambda: len(peers.cluster.kfp.created_runs) == 2, "two KFP runs, one per BenchmarkRun")
     assert peers.status_writers("pr-1") == {"active"}
@@ -278,6 +289,7 @@ async def test_equal_priorities_pause_both(peers: Peers, caplog: pytest.LogCaptu
     )
     assert peers.run_writes(first) == peers.run_writes(second) == []
     assert "Possibly conflicting operators with the same priority" in caplog.text
+    assert first.active == second.active == 0
 
     # One of them gone, the other resumes.
     await peers.stop(second)

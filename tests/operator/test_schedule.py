@@ -110,6 +110,9 @@ async def test_suspended_schedule_creates_nothing(cluster: Cluster, repository: 
         what="a later tick",
     )
     assert owned(cluster, "paused") == []
+    # Its timers ran, and it carries no finalizer: a schedule holds no KFP run, and kopf's timers
+    # would otherwise keep one on it for life (undeletable once the controller is gone).
+    assert not cluster.get("paused", plural="benchmarkschedules")["metadata"].get("finalizers")
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,7 @@ from benchgate.cli.cluster import COMPILE_CODES, CONTROLLER_CODES, SUBMIT_CODES,
 from benchgate.cli.comment import EPILOG as COMMENT_EPILOG
 from benchgate.cli.comment import comment
 from benchgate.cli.doctor import DOCTOR_CODES, doctor
+from benchgate.cli.finalizers import RELEASE_CODES, release_finalizers
 from benchgate.cli.gate import ENV_CODES, GATE_EPILOG, VERSION_CODES, compare, env, run, version
 from benchgate.cli.history import history_app
 from benchgate.cli.policy import policy_app
@@ -71,6 +72,7 @@ app.command(cls=PlainCommand, epilog=GATE_EPILOG)(compare)
 app.command(epilog=SUBMIT_CODES)(submit)
 app.command(name="compile", epilog=COMPILE_CODES)(compile_)
 app.command(epilog=CONTROLLER_CODES)(controller)
+app.command(name="release-finalizers", epilog=RELEASE_CODES)(release_finalizers)
 app.command(epilog=ENV_CODES)(env)
 # `doctor`, what this machine can decide, beside `env`, what it is.
 app.command(epilog=DOCTOR_CODES)(doctor)

@@ -5,8 +5,9 @@ Two tests hold it to that: the chart test renders the Role/ClusterRole and compa
 controller sends to the emulated API server and fails on one these rules would not allow.
 
 Why each verb:
-- benchmarkruns: kopf lists and watches them and patches its progress and finalizer annotations; the
-  schedule creates them, and deletes them for history limits, `Replace` and `ttlSecondsAfterFinished`.
+- benchmarkruns: kopf lists and watches them and patches its progress and finalizer annotations,
+  the controller its submission claim (an annotation and the finalizer); the schedule creates them,
+  and deletes them for history limits, `Replace` and `ttlSecondsAfterFinished`.
 - benchmarkschedules: listed and watched, patched for kopf's annotations.
 - the status subresources: kopf and the handlers write `.status` through them.
 - benchmarkschedules/finalizers (update): a scheduled run's owner reference sets blockOwnerDeletion,

@@ -26,7 +26,9 @@ from typing import Any, cast
 import kopf
 
 from benchgate.controller.access import FINALIZER
+from benchgate.controller.activity import follow_peering
 from benchgate.controller.clients import KfpRuns, KubeRuns, Verdicts
+from benchgate.controller.handlers.finalizer import timers_without_finalizer
 from benchgate.controller.handlers.persistence import keep_records_in_status
 from benchgate.controller.handlers.run import register
 from benchgate.controller.handlers.runtime import RUNS, Runtime
@@ -84,6 +86,7 @@ def build(
     registry = kopf.OperatorRegistry()
     register(registry, settings)
     register_schedules(registry, settings)
+    timers_without_finalizer(registry)  # the finalizer only while a KFP run may go (`finalizer`)
     kopf.on.startup(registry=registry)(configure)
     kopf.on.startup(registry=registry)(configure_peering)
     kopf.on.event(*RUNS, registry=registry)(count)
@@ -108,6 +111,7 @@ async def operate(
     namespace = settings.watch_namespace
     peering = settings.peering_name
     ready_flag = ready_flag or asyncio.Event()
+    follow_peering(runtime.metrics, peered=bool(peering))  # benchgate_controller_active
     probes = None
     if settings.metrics_port:  # /metrics and /readyz, before kopf starts: the probe says "starting"
         probes = await serve(runtime.metrics, settings.metrics_port, ready_flag)

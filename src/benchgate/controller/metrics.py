@@ -6,6 +6,8 @@
 - `benchgate_kfp_requests_total{operation, outcome}`: every call to KFP, `ok` or why not
   (`unavailable`: unreachable or 5xx; `rejected`: a 4xx answer; `unauthorized`: the token refused);
 - `benchgate_mlflow_errors_total{operation}`: MLflow reads that failed (a verdict, a history check);
+- `benchgate_controller_active`: 1 while this instance acts, 0 while it is paused by a peer or has not
+  read the peering object yet (`activity`): every started instance is Ready, this says which acts;
 - `benchgate_submit_latency_seconds`: from a BenchmarkRun's creation to its KFP run, for the
   submissions this controller saw happen (runs already submitted when it started are not counted:
   their latency would be the controller's downtime).
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -84,12 +86,21 @@ class ControllerMetrics:
             ["operation"],
             registry=self.registry,
         )
+        self.active = Gauge(
+            "benchgate_controller_active",
+            "1 while this controller instance acts, 0 while paused by a peer.",
+            registry=self.registry,
+        )
         self.submit_latency = Histogram(
             "benchgate_submit_latency_seconds",
             "Seconds from a BenchmarkRun's creation to its KFP run.",
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+
+    def set_active(self, active: bool) -> None:
+        """This instance acts (True) or is paused by its peers (False)."""
+        self.active.set(1 if active else 0)
 
     def kfp_request(self, operation: str, outcome: str) -> None:
         if outcome not in KFP_OUTCOMES:

@@ -390,13 +390,17 @@ def test_a_spec_edited_after_the_submission_is_reported_once_per_generation() ->
     applied = conditions(status)["SpecApplied"]
     assert applied["status"] == "False" and applied["reason"] == "SpecChangedAfterSubmit"
     assert applied["observedGeneration"] == 2 and "generation 1" in applied["message"]
-    # The top-level observedGeneration stays the submitted one; every condition holds at 2 now.
-    assert "observedGeneration" not in status and "phase" not in status
+    # The edit is answered: observedGeneration reaches 2 (nothing waits for it forever), the
+    # submitted generation is kept apart; every condition holds at 2 now.
+    assert status["observedGeneration"] == 2 and status["submittedGeneration"] == 1
+    assert "phase" not in status
     assert all(c["observedGeneration"] == 2 for c in status["conditions"])
     # Seen again at the same generation: nothing written, no second Event; a newer one is told.
     again = {**current, **status}
     assert spec_changed(SPEC, again, {"generation": 2}, NOW) == Outcome()
-    assert spec_changed(SPEC, again, {"generation": 3}, NOW).warning is not None
+    third = spec_changed(SPEC, again, {"generation": 3}, NOW)
+    assert third.warning is not None and "submitted (generation 1)" in third.warning[1]
+    assert third.status is not None and third.status.submitted_generation == 1
 
 
 def test_a_spec_edited_while_the_run_waits_is_the_one_submitted() -> None:

@@ -140,8 +140,13 @@ def kfp_unavailable(status: View, message: str, now: datetime, told: str | None 
     return _pending(status, "KfpUnavailable", message, now, told)
 
 
-# The reasons a run waits for: a slot of its namespace's limit, or KFP.
-WAITING = ("Queued", "KfpUnavailable")
+def claimed_elsewhere(status: View, message: str, now: datetime, told: str | None = None) -> Outcome:
+    """Another controller claimed the submission (`fencing`): Pending (reason SubmissionClaimed)."""
+    return _pending(status, "SubmissionClaimed", message, now, told)
+
+
+# The reasons a run waits for: a slot of its namespace's limit, KFP, or another controller's claim.
+WAITING = ("Queued", "KfpUnavailable", "SubmissionClaimed")
 
 
 def waiting(status: View) -> bool:

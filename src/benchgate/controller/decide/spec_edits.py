@@ -22,9 +22,10 @@ def spec_changed(spec: View, status: View, meta: View, now: datetime) -> Outcome
     """The spec was edited after the run was created: inside workloadArgs or config, which the CRD's
     rule `self == oldSelf` cannot see (free-form fields), or on an API server that does not evaluate
     it. A run still waiting to be submitted is submitted with the edited spec (said as SpecApplied
-    True). A submitted or finished one goes on as it was submitted: condition SpecApplied False at the
-    new generation, the top-level observedGeneration left at the submitted one (so tools see that the
-    two differ), and a warning Event once per generation."""
+    True). A submitted or finished one goes on as it was submitted: condition SpecApplied False and a
+    warning Event, once per generation. observedGeneration moves to the new generation all the same
+    (that edit was seen and answered): GitOps tools and `kubectl wait` wait for it to reach
+    metadata.generation, and would wait forever; submittedGeneration keeps the one that runs."""
     generation = int(meta.get("generation") or 1)
     submitted = status.get("observedGeneration")
     if submitted is not None and generation <= int(submitted):
@@ -47,12 +48,17 @@ def spec_changed(spec: View, status: View, meta: View, now: datetime) -> Outcome
                 conditions=st.merge_conditions(restamped, condition),
             )
         )
+    runs = int(status.get("submittedGeneration") or submitted or 1)
     message = (
         f"the spec changed (generation {generation}) after the run was submitted (generation "
-        f"{submitted}); the change is not applied: create a new BenchmarkRun for it"
+        f"{runs}); the change is not applied: create a new BenchmarkRun for it"
     )
     condition = st.condition("SpecApplied", False, SPEC_CHANGED, message, now, generation)
     return Outcome(
-        status=BenchmarkRunStatus(conditions=st.merge_conditions(restamped, condition)),
+        status=BenchmarkRunStatus(
+            conditions=st.merge_conditions(restamped, condition),
+            observed_generation=generation,
+            submitted_generation=runs,
+        ),
         warning=(SPEC_CHANGED, message),
     )

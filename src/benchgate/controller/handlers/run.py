@@ -32,10 +32,12 @@ from typing import Any
 
 import kopf
 
-from benchgate.controller.decide import admission
+from benchgate.controller.access import KOPF_DEFAULT_FINALIZER
+from benchgate.controller.decide import admission, fencing
 from benchgate.controller.decide import planning as plan
 from benchgate.controller.decide.planning import REFUSED, Outcome
 from benchgate.controller.decide.spec_edits import spec_changed
+from benchgate.controller.handlers.finalizer import claim
 from benchgate.controller.handlers.runtime import RUNS, SCHEDULES, Runtime, apply_outcome
 from benchgate.controller.settings import ControllerSettings
 from benchgate.controller.spec.status import kfp_run_name
@@ -90,6 +92,11 @@ async def _submission(
         waits = plan.queued(status, namespace, limit, now, rt.told.get(uid))
         rt.told[uid] = "Queued"
         return waits
+    claimed = await _claim(rt, meta, namespace, name, status, now)
+    if claimed is not None:  # another controller's, or the API server refused or failed the claim
+        _release_slot(rt, namespace, name)
+        rt.told[uid] = "SubmissionClaimed"
+        return claimed
     run_name = submission.run_name
     try:
         run_id, reused = await asyncio.to_thread(rt.kfp.ensure, run_name, submission.arguments, namespace)
@@ -107,6 +114,28 @@ async def _submission(
     return plan.submitted(status, run_name, run_id, rt.kfp.url(run_id), reused, now)
 
 
+async def _claim(rt: Runtime, meta: Any, namespace: str, name: str, status: Any, now: Any) -> Outcome | None:
+    """Claim the submission before KFP's find-then-create (`decide.fencing`): the claim and benchgate's
+    finalizer in one write fenced by the resourceVersion read. None when claimed; else why the run
+    waits (the dispatch timer looks again)."""
+    lease_s = rt.settings.peering_lifetime_s
+    annotations = meta.get("annotations") or {}
+    if not fencing.may_claim(annotations, rt.identity, now, lease_s):
+        holder = annotations.get(fencing.CLAIM)
+        message = (
+            f"claimed by another controller ({holder}); taken over if it has not submitted in {lease_s} s"
+        )
+        return plan.claimed_elsewhere(status, message, now)
+    token = fencing.claim_token(rt.identity, now)
+    try:
+        if await asyncio.to_thread(claim, rt.kube.api, namespace, name, meta, token):
+            return None
+        message = "the run changed while being claimed (another controller, or an edit): looked at again"
+    except Exception as e:  # the API server failing the write: nothing was claimed, nothing submitted
+        message = f"could not claim the submission: {e}"
+    return plan.claimed_elsewhere(status, message, now)
+
+
 def _decided(rt: Runtime, uid: str, decision: str) -> None:
     """Remember the create handler's decision (a KFP run id, or REFUSED); the run waits no longer."""
     rt.decided[uid] = decision
@@ -117,12 +146,16 @@ async def reclaim(
     meta: Any, status: Any, namespace: str, name: str, patch: kopf.Patch, memo: Runtime, **_: Any
 ) -> None:
     """A run found at the controller's start (kopf's resume): one already submitted holds its slot
-    again (the slots are kept in memory only), and one an older controller finalized under kopf's
-    default finalizer name takes benchgate's (nothing removes the old name now: it would stay
-    Terminating)."""
+    again (the slots are kept in memory only). One an older controller finalized under kopf's default
+    finalizer name (nothing removes that name now: it would stay Terminating) takes benchgate's if a
+    KFP run of it may still go, else loses it."""
     if plan.holds_slot(status):
         memo.slots[namespace].add(name)
     finalizers = plan.migrated_finalizers(meta.get("finalizers"))
+    if finalizers is not None and not fencing.finalized(status, meta.get("annotations")):
+        # Not held: the old name goes, and benchgate's is kopf's to remove (its filter says so); a
+        # list without it here would race kopf's own removal of it.
+        finalizers = [f for f in meta.get("finalizers") or [] if f != KOPF_DEFAULT_FINALIZER]
     if finalizers is not None:
         patch.metadata["finalizers"] = finalizers
 
@@ -287,6 +320,11 @@ async def immutable(
     apply_outcome(spec_changed(spec, status, meta, memo.clock()), body, patch, memo)
 
 
+def finalized(status: Any, annotations: Any, **_: Any) -> bool:
+    """The delete handler's filter, and so what holds benchgate's finalizer (`fencing.finalized`)."""
+    return fencing.finalized(status, annotations)
+
+
 def unsubmitted(status: Any, **_: Any) -> bool:
     """The repair timer's filter: a run that has not ended and whose status names no KFP run."""
     return plan.needs_repair(status)
@@ -338,7 +376,8 @@ def register(registry: kopf.OperatorRegistry, settings: ControllerSettings) -> N
     kopf.on.create(*RUNS, registry=registry, id="submit")(submit)
     kopf.timer(*RUNS, registry=registry, id="follow", interval=poll_s, when=following)(follow)
     kopf.timer(*RUNS, registry=registry, id="expire", interval=poll_s, when=expiring)(expire)
-    kopf.on.delete(*RUNS, registry=registry, id="terminate")(terminate)
+    # The delete handler's filter is what holds benchgate's finalizer: only while a KFP run may go.
+    kopf.on.delete(*RUNS, registry=registry, id="terminate", when=finalized)(terminate)
     kopf.on.update(*RUNS, registry=registry, id="immutable", field="spec")(immutable)
     repair_s = settings.repair_s
     kopf.timer(

@@ -5,6 +5,8 @@ hands each of them as its `memo`, and `apply_outcome`, which applies a decision'
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +25,12 @@ from benchgate.kfp.run_request import pipeline_parameter_names
 
 RUNS = (GROUP, VERSION, "benchmarkruns")
 SCHEDULES = (GROUP, VERSION, "benchmarkschedules")
+
+
+def default_identity() -> str:
+    """This instance's name in submission claims: the pod's name (POD_ID, which the chart sets and kopf
+    also uses in the peering object), else host and process."""
+    return os.environ.get("POD_ID", "").strip() or f"{socket.gethostname()}-{os.getpid()}"
 
 
 @dataclass
@@ -50,6 +58,8 @@ class Runtime:
     told: dict[str, str] = field(default_factory=dict)
     known_parameters: set[str] = field(default_factory=pipeline_parameter_names)
     metrics: ControllerMetrics = field(default_factory=ControllerMetrics)
+    # Who claims submissions (`decide.fencing`): one word per instance.
+    identity: str = field(default_factory=default_identity)
 
 
 def apply_outcome(outcome: Outcome, body: Any, patch: kopf.Patch, rt: Runtime) -> None:

@@ -256,8 +256,13 @@ class BenchmarkRunStatus(StatusModel):
     )
     observed_generation: int | None = Field(
         None,
-        description="The metadata.generation the controller validated and submitted; a later edit of the "
-        "spec is not applied (condition SpecApplied False).",
+        description="The metadata.generation the controller last acted on: validated and submitted, or, "
+        "for an edit after the submission, answered with condition SpecApplied False.",
+    )
+    submitted_generation: int | None = Field(
+        None,
+        description="The metadata.generation the KFP run was submitted with, once a later edit was not "
+        "applied (set with SpecApplied False).",
     )
     start_time: Timestamp | None = Field(None, description="When the KFP run was submitted.")
     completion_time: Timestamp | None = Field(None, description="When the run ended, or was refused.")

@@ -191,13 +191,13 @@ def ab(
     accelerator_type: str,
     gpu_cpu_request: str,
     gpu_memory_request: str,
-    baseline_pvc: str,
     results: Output[Artifact],
     verdict: Output[Markdown],
     figures: Output[Metrics],
 ) -> str:
     """Interleaved A/B of the base commit and the candidate on this node, round by round, for the world
-    sizes the screen could not PASS; the A/B decision replaces the screen's. Publishes.
+    sizes the screen could not PASS; the A/B decision replaces the screen's. User code: it publishes
+    nothing, the `publish` task after it does.
     gpus, accelerator_type, gpu_cpu_request, gpu_memory_request: what the pod asked for (for its log;
     not cpu_request or memory_request, the names KFP gives a task's own resource inputs)."""
     from benchgate.kfp.tasks import ab_task
@@ -211,11 +211,26 @@ def ab(
         accelerator_type,
         gpu_cpu_request,
         gpu_memory_request,
-        baseline_pvc,
         results.path,
         verdict.path,
         figures,
     )
+
+
+@component
+def publish(
+    setup: Input[Artifact],
+    compared: Input[Artifact],
+    decided: Input[Artifact],
+    baseline_pvc: str,
+    results: Output[Artifact],
+) -> None:
+    """Publish the A/B task's verdict (report, baseline policy, MLflow): benchgate's code only, holding
+    the tracking credential the A/B task (user code) never gets; `decided` is read as untrusted input.
+    baseline_pvc: the volume mounted for the baseline store and spool ("": pod-local directories)."""
+    from benchgate.kfp.trusted import publish_task
+
+    publish_task(setup.path, compared.path, decided.path, baseline_pvc, results.path)
 
 
 @component
@@ -226,4 +241,13 @@ def gate(results: Input[Artifact], summary: Output[Artifact]) -> None:
     gate_task(results.path, summary.path)
 
 
-ALL = (capture_env, bench, bench_multinode, evaluate, trace, compare, ab, gate)
+ALL = (capture_env, bench, bench_multinode, evaluate, trace, compare, ab, publish, gate)
+
+# The components that run the code under test: they import the workload or run the checked-out
+# repository (capture_env checks the workload's contract with one training step; bench_multinode's
+# TrainJob pods run it). Their pods get no MLflow credential and no baseline volume (docs/kubernetes.md,
+# "Who holds the tracking credential"); what they write is untrusted input to the others.
+# tests/pipeline/test_task_trust.py holds every compiled pipeline to it.
+USER_CODE_COMPONENTS = frozenset(
+    {"capture-env", "bench", "bench-multinode", "evaluate", "trace", "ab", "bisect"}
+)

@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from benchgate.config import RunConfig
 from benchgate.errors import EXIT_REGRESSION, EXIT_UNKNOWN, ConfigError
 from benchgate.kfp.params import task_stores
 from benchgate.kfp.pod_stores import SCREENED_BASELINE, hand_over_baseline, publish_and_keep, restore_baseline
@@ -289,8 +290,10 @@ def compare_task(
             for why in unmeasurable.values():
                 print(f"benchgate compare: {why}", flush=True)
         publish_verdict(out, verdict_markdown, figures)
-        if worlds and baseline is not None and config.gate.baseline_dir != configured.gate.baseline_dir:
-            hand_over_baseline(baseline.path, out)  # the A/B task's pod starts with an empty store
+        fresh_ab_store = ab_stores(configured).gate.baseline_dir != configured.gate.baseline_dir
+        if worlds and baseline is not None and fresh_ab_store:
+            # The A/B task mounts no volume (it runs user code): its pod starts with an empty store.
+            hand_over_baseline(baseline.path, out)
         if not worlds:
             with stage("publish"):
                 publish_and_keep(configured, config, out)
@@ -306,16 +309,17 @@ def ab_task(
     accelerator_type: str,
     cpu_request: str,
     memory_request: str,
-    baseline_pvc: str,
     results_dir: str,
     verdict_markdown: str,
     figures: MetricsSink,
 ) -> str:
-    """Decide `world_sizes` by interleaved A/B of the base commit and the candidate, then publish.
+    """Decide `world_sizes` by interleaved A/B of the base commit and the candidate, into `results_dir`.
 
     Both sides run in this one task, on one node: their steps alternate, so the node's drift hits both.
     `gpus`, `accelerator_type`, `cpu_request` and `memory_request` are what the task asked the cluster
-    for (its pod spec); `baseline_pvc` the volume mounted for the stores, or "" for pod-local ones.
+    for (its pod spec). The task runs user code, so it holds no tracking credential and mounts no
+    volume: its stores are pod-local (`ab_stores`), the baseline is compare's hand-over, and the
+    `publish` task (kfp/trusted.py) publishes what it decided.
     """
     from benchgate.ab.decision import ABDecision
     from benchgate.ab.power import OpeningFigure
@@ -333,7 +337,7 @@ def ab_task(
             copy_function=link_trace_or_copy,
         )
         configured, env = load_setup(setup_dir)
-        config = task_stores(configured, baseline_pvc)
+        config = ab_stores(configured)
         if config.gate.baseline_dir != configured.gate.baseline_dir:
             restore_baseline(Path(compared_dir), config.gate.baseline_dir)
         source = env.get("source") or {}
@@ -373,9 +377,13 @@ def ab_task(
 
                 comparison = stage_ab(config, out, [ws], base, candidate, on_round)
         publish_verdict(out, verdict_markdown, figures)
-        with stage("publish"):
-            publish_and_keep(configured, config, out)
         return comparison.verdict
+
+
+def ab_stores(configured: RunConfig) -> RunConfig:
+    """The stores of the A/B task: pod-local on a cluster whatever `baseline_pvc` says (no volume for
+    user code); a local run's directories stay where they are (`params.task_stores`)."""
+    return task_stores(configured, "")
 
 
 def publish_verdict(results: Path, verdict_markdown: str, figures: MetricsSink) -> None:

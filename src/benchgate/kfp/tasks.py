@@ -33,6 +33,7 @@ from benchgate.kfp.task_harness import (
     stage,
     start_task,
 )
+from benchgate.kfp.trusted import copy_untrusted
 from benchgate.kit.files import read_json, write_json
 
 # Set by `benchgate run` to its --out directory: the gate task then reports the verdict and succeeds,
@@ -230,16 +231,6 @@ def link_trace_or_copy(source: str, dest: str) -> None:
     shutil.copy2(source, dest)
 
 
-def _copy_results(source: Path, dest: Path) -> None:
-    """Merge one task's result files into the bundle directory (logs included; a trace linked)."""
-    for path in source.iterdir():
-        target = dest / path.name
-        if path.is_dir():
-            shutil.copytree(path, target, dirs_exist_ok=True, copy_function=link_trace_or_copy)
-        else:
-            link_trace_or_copy(str(path), str(target))
-
-
 def compare_task(
     setup_dir: str,
     input_dirs: list[str],
@@ -271,7 +262,8 @@ def compare_task(
         out = Path(results_dir)
         out.mkdir(parents=True, exist_ok=True)
         for directory in (setup_dir, *input_dirs):
-            _copy_results(Path(directory), out)
+            # Written by tasks that ran the code under test: regular files only (kfp/trusted.py).
+            copy_untrusted(Path(directory), out, what=Path(directory).name, copy_function=link_trace_or_copy)
         configured, env = load_setup(setup_dir)
         config = task_stores(configured, baseline_pvc)
         with stage("compare"):

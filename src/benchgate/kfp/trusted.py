@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from benchgate.errors import RunFailedError
@@ -28,10 +29,18 @@ NOT_FROM_USER_CODE = frozenset({SCREENED_BASELINE, "spool", "published.json"})
 DECIDED_BY_AB = frozenset({"compare.json", "compare.md"})
 
 
-def copy_untrusted(source: Path, dest: Path, *, what: str, leave_out: frozenset[str] = frozenset()) -> None:
-    """Copy the regular files and directories under `source` (a user-code task's artifact) into `dest`,
-    leaving out the top-level names in `leave_out`. A symbolic link, device, socket or pipe is refused
-    with an error naming it: a trusted pod following one could read its own credential into the run."""
+def copy_untrusted(
+    source: Path,
+    dest: Path,
+    *,
+    what: str,
+    leave_out: frozenset[str] = frozenset(),
+    copy_function: Callable[[str, str], object] = shutil.copyfile,
+) -> None:
+    """Copy the regular files and directories under `source` (a user-code task's artifact) into `dest`
+    with `copy_function`, leaving out the top-level names in `leave_out`. A symbolic link, device, socket
+    or pipe is refused with an error naming it: a trusted pod following one (to /proc/self/environ, say)
+    could copy its own credential into the run's published artifacts."""
     for root, dirs, files in os.walk(source, followlinks=False):
         here = Path(root)
         rel_root = here.relative_to(source)
@@ -47,7 +56,7 @@ def copy_untrusted(source: Path, dest: Path, *, what: str, leave_out: frozenset[
                 )
         (dest / rel_root).mkdir(parents=True, exist_ok=True)
         for name in files:
-            shutil.copyfile(here / name, dest / rel_root / name)
+            copy_function(str(here / name), str(dest / rel_root / name))
 
 
 def publish_task(

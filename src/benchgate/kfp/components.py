@@ -155,19 +155,44 @@ def compare(
     evaluation: Input[Artifact],
     trace: Input[Artifact],
     baseline_pvc: str,
+    config: dict,
+    workload: str,
+    workload_args: str,
+    world_size_n: int,
+    steps: int,
+    warmup: int,
+    tolerances: dict,
+    update_baseline: str,
+    baseline_dir: str,
+    mlflow_tracking_uri: str,
     results: Output[Artifact],
     verdict: Output[Markdown],
     figures: Output[Metrics],
     multi_node: bool = False,
+    suite_entry: str = "",
 ) -> NamedTuple("CompareOutputs", [("verdict", str), ("ab_world_sizes", str), ("base_commit", str)]):  # type: ignore[valid-type]
     """Screen the run against its profile's baseline (from MLflow): PASS / WARN / UNKNOWN / FAIL per
     check; publish a final verdict (report, baseline, MLflow), or hand undecided timing to A/B.
     baseline_pvc: the volume mounted for the baseline cache and spool ("": pod-local directories).
+    config ... mlflow_tracking_uri, suite_entry: the run's parameters, as capture_env takes them: the
+    setup's config.json must be what they make (the env task ran the code under test).
     multi_node: ws=N ran across nodes, so A/B (one node) decides ws=1 only."""
     from collections import namedtuple
 
     from benchgate.kfp.tasks import compare_task
 
+    parameters = {
+        "config": config,
+        "workload": workload,
+        "workload_args": workload_args,
+        "world_size_n": world_size_n,
+        "steps": steps,
+        "warmup": warmup,
+        "tolerances": tolerances,
+        "update_baseline": update_baseline,
+        "baseline_dir": baseline_dir,
+        "mlflow_tracking_uri": mlflow_tracking_uri,
+    }
     outcome, worlds, base_commit = compare_task(
         setup.path,
         [bench_1.path, bench_n.path, evaluation.path, trace.path],
@@ -176,6 +201,8 @@ def compare(
         verdict.path,
         figures,
         multi_node=multi_node,
+        parameters=parameters,
+        suite_entry=suite_entry,
     )
     CompareOutputs = namedtuple("CompareOutputs", ["verdict", "ab_world_sizes", "base_commit"])
     return CompareOutputs(outcome, worlds, base_commit)

@@ -289,6 +289,18 @@ def _define(one_node_only: bool) -> Callable[..., None]:
                     # The task keeps its stores under the volume's mount, or pod-local without one.
                     baseline_pvc=baseline_pvc,
                     multi_node=across_nodes,
+                    # The parameters again, as env had them: compare checks the setup against them.
+                    config=config,
+                    workload=workload,
+                    workload_args=workload_args,
+                    world_size_n=world_size_n,
+                    steps=steps,
+                    warmup=warmup,
+                    tolerances=tolerances,
+                    update_baseline=update_baseline,
+                    baseline_dir=baseline_dir,
+                    mlflow_tracking_uri=mlflow_tracking_uri,
+                    suite_entry=suite_entry,
                 )
                 compared = stores(trusted(on_cpu(common(screened, "compare"))))
                 with dsl.If(compared.outputs["ab_world_sizes"] == "", name="verdict final"):

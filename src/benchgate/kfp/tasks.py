@@ -33,7 +33,7 @@ from benchgate.kfp.task_harness import (
     stage,
     start_task,
 )
-from benchgate.kfp.trusted import copy_untrusted
+from benchgate.kfp.trusted import check_setup_config, copy_untrusted
 from benchgate.kit.files import read_json, write_json
 
 # Set by `benchgate run` to its --out directory: the gate task then reports the verdict and succeeds,
@@ -240,6 +240,8 @@ def compare_task(
     figures: MetricsSink,
     *,
     multi_node: bool = False,
+    parameters: dict[str, Any] | None = None,
+    suite_entry: str = "",
 ) -> tuple[str, str, str]:
     """Assemble the run's bundle and screen it against the baseline.
 
@@ -250,7 +252,9 @@ def compare_task(
     policy, MLflow), so the common path imports MLflow in one process only. `baseline_pvc`: the volume
     mounted for the stores, or "" for pod-local ones (see `params.task_stores`). With `multi_node` the
     largest world size ran across nodes: A/B runs both sides on one node, so it does not decide that
-    one, whose screened verdict stands (the task's log says so).
+    one, whose screened verdict stands (the task's log says so). `parameters` and `suite_entry`: the
+    run's, from which the setup's config.json must follow (`trusted.check_setup_config`; None: not
+    checked, for a caller that wrote the setup itself).
     """
     from benchgate.ab.host_fit import host_ab_worlds, mark_not_measured
     from benchgate.ab.stage import ab_base_commit, worlds_for_ab
@@ -264,7 +268,9 @@ def compare_task(
         for directory in (setup_dir, *input_dirs):
             # Written by tasks that ran the code under test: regular files only (kfp/trusted.py).
             copy_untrusted(Path(directory), out, what=Path(directory).name, copy_function=link_trace_or_copy)
-        configured, env = load_setup(setup_dir)
+        if parameters is not None:
+            check_setup_config(out, parameters, suite_entry)
+        configured, env = load_setup(str(out))
         config = task_stores(configured, baseline_pvc)
         with stage("compare"):
             tracking_state = refresh_baseline(config, out)

@@ -7,19 +7,24 @@ cannot write a baseline, a history entry or another experiment's runs. Whatever 
 MLflow through a task of this kind, which reads their artifact as untrusted input: regular files and
 directories only (a symbolic link could point at the credential or the volume this pod has), each
 result parsed by its loader (`load_comparison`, `read_json`), nothing imported, evaluated or unpickled.
+The run's settings are the env task's config.json, which compare accepts only as what the pipeline's
+parameters make (`check_setup_config`), and publish then reads from compare's copy.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from benchgate.errors import RunFailedError
 from benchgate.kfp.params import task_stores
 from benchgate.kfp.pod_stores import SCREENED_BASELINE, publish_and_keep, restore_baseline
 from benchgate.kfp.task_harness import load_setup, reporting_errors, stage
+from benchgate.kit.files import read_json
 
 # What the A/B task (user code) may not hand the publisher: the baseline copy and the spool are the
 # trusted compare's or the publisher's own, published.json says what the publisher did.
@@ -59,6 +64,34 @@ def copy_untrusted(
             copy_function(str(here / name), str(dest / rel_root / name))
 
 
+def check_setup_config(bundle: Path, parameters: dict[str, Any], suite_entry: str) -> None:
+    """Refuse a config.json in `bundle` that is not what the run's `parameters` (and `suite_entry`)
+    make: the env task that wrote it ran the code under test, which could otherwise loosen the
+    tolerances, force a baseline update or send this task's credential to another tracking server."""
+    from benchgate.kfp.params import config_from_parameters
+    from benchgate.kfp.suite_entry import apply_entry, read_entry
+
+    entry = read_entry(suite_entry) if suite_entry else None
+    expected = config_from_parameters(**(apply_entry(parameters, entry) if entry else parameters))
+    wanted = json.loads(json.dumps(expected.model_dump(mode="json")))
+    written = read_json(bundle / "config.json")
+    if written != wanted:
+        where = _first_difference(wanted, written, "")
+        raise RunFailedError(
+            f"config.json: {where or 'the whole file'} is not what the run's parameters make; the env "
+            "task, which ran the code under test, changed the run's settings"
+        )
+
+
+def _first_difference(wanted: Any, written: Any, path: str) -> str:
+    """The dotted name of the first setting where `written` differs from `wanted`."""
+    if isinstance(wanted, dict) and isinstance(written, dict):
+        for key in sorted(set(wanted) | set(written)):
+            if wanted.get(key, ...) != written.get(key, ...):
+                return _first_difference(wanted.get(key), written.get(key), f"{path}.{key}" if path else key)
+    return path
+
+
 def publish_task(
     setup_dir: str, compared_dir: str, decided_dir: str, baseline_pvc: str, results_dir: str
 ) -> None:
@@ -82,7 +115,8 @@ def publish_task(
                 shutil.copytree(path, target, dirs_exist_ok=True)
             else:
                 shutil.copy2(path, target)
-        configured, _ = load_setup(setup_dir)
+        # compare's copy of the setup: checked against the run's parameters there.
+        configured, _ = load_setup(compared_dir)
         config = task_stores(configured, baseline_pvc)
         if config.gate.baseline_dir != configured.gate.baseline_dir:
             restore_baseline(Path(compared_dir), config.gate.baseline_dir)

@@ -157,9 +157,8 @@ def test_the_ws_n_tasks_carry_gpu_limit_selector_and_tolerations_from_parameters
             "gpu_node_selector"
         )
         assert k8s["tolerations"][0]["tolerationJson"]["componentInputParameter"].endswith("gpu_tolerations")
-        secret = k8s["secretAsEnv"][0]
-        assert secret["optional"] is True
-        assert secret["secretNameParameter"]["componentInputParameter"].endswith("mlflow_secret")
+        # The A/B runs user code: no MLflow credential (tests/pipeline/test_task_trust.py).
+        assert "secretAsEnv" not in k8s
 
 
 def test_the_ws_1_tasks_ask_for_one_gpu(pipeline: tuple[dict[str, Any], dict[str, Any]]) -> None:
@@ -262,28 +261,30 @@ def test_the_baseline_volume_is_optional_and_off_by_default(
     }
 
 
-def test_only_the_volume_branch_mounts_the_pvc_on_compare_and_ab(
+def test_only_the_volume_branch_mounts_the_pvc_on_compare_and_publish(
     pipeline: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
-    # compare and A/B read the baseline cache and write the baseline and the MLflow spool: on the volume
-    # when baseline_pvc names one, else in pod-local directories. Each branch has the whole tail.
+    # compare and publish read the baseline cache and write the baseline and the MLflow spool: on the
+    # volume when baseline_pvc names one, else in pod-local directories. Each branch has the whole tail.
+    # The A/B runs user code: never a volume.
     spec, platform = pipeline
     executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     mounted = {label for label, k8s in executors.items() if "pvcMount" in k8s}
-    for name, nodes in itertools.product(("compare", "A/B", "gate", "gate (A/B)"), (ONE_NODE, ACROSS_NODES)):
+    names = ("compare", "A/B", "publish", "gate", "gate (A/B)")
+    for name, nodes in itertools.product(names, (ONE_NODE, ACROSS_NODES)):
         found = _in_branch(spec, _tasks_by_display_name(spec, name), nodes)
         by_branch = {_volume_branch(spec, dag): task for dag, task in found}
         assert len(found) == 2, name
         assert set(by_branch) == VOLUME_BRANCHES, name
         for branch, task in by_branch.items():
             executor = _executor(spec, task)
-            wants_mount = branch == "baseline volume" and name in ("compare", "A/B")
+            wants_mount = branch == "baseline volume" and name in ("compare", "publish")
             assert (executor in mounted) is wants_mount, (name, branch)
             if wants_mount:
                 (mount,) = executors[executor]["pvcMount"]
                 assert mount["mountPath"] == "/mnt/benchgate"
                 assert mount["pvcNameParameter"]["componentInputParameter"] == "pipelinechannel--baseline_pvc"
-            if name in ("compare", "A/B"):
+            if name in ("compare", "publish"):
                 # A real input in both branches: the task decides where its stores live from it.
                 assert task["inputs"]["parameters"]["baseline_pvc"] == {
                     "componentInputParameter": "pipelinechannel--baseline_pvc"
@@ -396,7 +397,7 @@ def test_no_executor_of_either_pipeline_is_best_effort() -> None:
 
 def test_the_bisect_task_requests_cpu_and_memory_and_mounts_a_memory_shm() -> None:
     spec, platform = _load(REPO / BISECT_PIPELINE_FILE)
-    (task,) = spec["root"]["dag"]["tasks"].values()
+    task = spec["root"]["dag"]["tasks"]["bisect"]
     executor = _executor(spec, task)
     resources = spec["deploymentSpec"]["executors"][executor]["container"]["resources"]
     for field, parameter in (
@@ -488,6 +489,9 @@ def test_the_trainjob_launcher_is_a_light_cpu_pod_that_passes_the_nodes_settings
     assert _shm_mounts(platform, executor) == []
     k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"][executor]
     assert "nodeSelector" not in k8s and "tolerations" not in k8s  # it runs anywhere
+    # The TrainJob runs user code: no MLflow credential, only git's (for the nodes' checkout).
+    assert "secretAsEnv" not in k8s
+    assert [m["mountPath"] for m in k8s["secretAsVolume"]] == ["/var/run/secrets/benchgate/git"]
     assert "bench_multinode_task" in " ".join(container["command"] + container.get("args", []))
     inputs = task["inputs"]["parameters"]
     for name, parameter in {

@@ -29,10 +29,11 @@ from test_trainjob import (  # trainer: a fixture
 
 from benchgate.config import RunConfig
 from benchgate.kfp.params import SHM_SIZE_LIMIT, parameters_from_config
-from benchgate.kfp.tasks import _copy_results, env_task
+from benchgate.kfp.tasks import env_task, link_trace_or_copy
 from benchgate.kfp.trainjob.client import TrainJobs
 from benchgate.kfp.trainjob.job import trainjob_name
 from benchgate.kfp.trainjob.task import ab_on_one_node, bench_multinode_task
+from benchgate.kfp.trusted import copy_untrusted
 from benchgate.kit.files import read_json, write_json
 from benchgate.measure.env import usable_cpu_cores
 from benchgate.results.bundle import RUN_FILE, load_bundle
@@ -134,7 +135,7 @@ async def test_the_launcher_task_leaves_the_metrics_file_compare_gathers(
     bench_1.mkdir(parents=True)
     shutil.copy2(STACK_RUN / "metrics-ws1.json", bench_1)
     for directory in (setup, bench_1, results):
-        _copy_results(directory, bundle)
+        copy_untrusted(directory, bundle, what=directory.name, copy_function=link_trace_or_copy)
     loaded = load_bundle(bundle)
     assert sorted(loaded.metrics) == [1, 2]
     assert loaded.metrics[2] == metrics

@@ -185,9 +185,11 @@ def test_the_pipeline_task_bisects_a_full_clone_and_wait_reads_its_mlflow_run(
     found = logged_bisection(tracker, kfp_run_id)
     assert found is not None
     run_id, logged = found
-    # The artifact is bisect.json as it was when logged: all but where it was logged to.
-    assert logged == {key: value for key, value in record.items() if key != "tracking"}
-    assert record["tracking"]["run_id"] == run_id
+    # The artifact is bisect.json as the bisect task wrote it; the bisect task (user code, no MLflow
+    # credential) did not log it, the `log bisection` task after it did.
+    assert logged == record and "tracking" not in record
+    (logged_by,) = root.glob("*/log-bisection/executor_output.json")
+    assert run_id in logged_by.read_text()
     tags = tracker.client.get_run(run_id).data.tags
     assert tags[TAG_KIND] == "bisect" and tags[TAG_KFP_RUN_ID] == kfp_run_id
 
@@ -222,17 +224,25 @@ def test_the_committed_bisect_pipeline_runs_one_uncached_task_on_the_gpu_pool() 
 
     spec, platform = yaml.safe_load_all((REPO / BISECT_PIPELINE_FILE).read_text(encoding="utf-8"))
     assert spec["pipelineInfo"]["name"] == "benchgate-bisect"
-    (task,) = spec["root"]["dag"]["tasks"].values()
+    tasks = spec["root"]["dag"]["tasks"]
+    assert set(tasks) == {"bisect", "log-bisection"}
+    task = tasks["bisect"]
     assert task["taskInfo"]["name"] == "bisect" and not task["cachingOptions"].get("enableCache", False)
     assert task["inputs"]["parameters"]["kfp_run_id"]["runtimeValue"]["constant"] == "{{$.pipeline_job_uuid}}"
-    (executor,) = spec["deploymentSpec"]["executors"]
+    executor = task["componentRef"]["name"].replace("comp-", "exec-")
     accelerator = spec["deploymentSpec"]["executors"][executor]["container"]["resources"]["accelerator"]
     # As the gate pipeline's GPU tasks: the count and type from parameters, the pool's selector and
-    # tolerations, the optional MLflow credentials.
+    # tolerations; no MLflow credential (it runs the commits' code).
     assert "pipelinechannel--world_size" in accelerator["resourceCount"]
     assert "pipelinechannel--accelerator_type" in accelerator["resourceType"]
-    k8s = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"][executor]
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    k8s = executors[executor]
     assert k8s["nodeSelector"]["nodeSelectorJson"]["componentInputParameter"] == "gpu_node_selector"
     assert k8s["tolerations"][0]["tolerationJson"]["componentInputParameter"] == "gpu_tolerations"
-    assert k8s["secretAsEnv"][0]["optional"] is True
-    assert k8s["secretAsEnv"][0]["secretNameParameter"]["componentInputParameter"] == "mlflow_secret"
+    assert "secretAsEnv" not in k8s
+    # The task that logs the bisection runs benchgate's code only, uncached, and holds the credential.
+    logger = tasks["log-bisection"]
+    assert not logger["cachingOptions"].get("enableCache", False)
+    secret = executors["exec-log-bisection"]["secretAsEnv"][0]
+    assert secret["optional"] is True
+    assert secret["secretNameParameter"]["componentInputParameter"] == "mlflow_secret"

@@ -178,19 +178,44 @@ def compare(
     evaluation: Input[Artifact],
     trace: Input[Artifact],
     baseline_pvc: str,
+    config: dict,
+    workload: str,
+    workload_args: str,
+    world_size_n: int,
+    steps: int,
+    warmup: int,
+    tolerances: dict,
+    update_baseline: str,
+    baseline_dir: str,
+    mlflow_tracking_uri: str,
     results: Output[Artifact],
     verdict: Output[Markdown],
     figures: Output[Metrics],
     multi_node: bool = False,
+    suite_entry: str = "",
 ) -> NamedTuple("CompareOutputs", [("verdict", str), ("ab_world_sizes", str), ("base_commit", str)]):  # type: ignore[valid-type]
     """Screen the run against its profile's baseline (from MLflow): PASS / WARN / UNKNOWN / FAIL per
     check; publish a final verdict (report, baseline, MLflow), or hand undecided timing to A/B.
     baseline_pvc: the volume mounted for the baseline cache and spool ("": pod-local directories).
+    config ... mlflow_tracking_uri, suite_entry: the run's parameters, as capture_env takes them: the
+    setup's config.json must be what they make (the env task ran the code under test).
     multi_node: ws=N ran across nodes, so A/B (one node) decides ws=1 only."""
     from collections import namedtuple
 
     from benchgate.kfp.tasks import compare_task
 
+    parameters = {
+        "config": config,
+        "workload": workload,
+        "workload_args": workload_args,
+        "world_size_n": world_size_n,
+        "steps": steps,
+        "warmup": warmup,
+        "tolerances": tolerances,
+        "update_baseline": update_baseline,
+        "baseline_dir": baseline_dir,
+        "mlflow_tracking_uri": mlflow_tracking_uri,
+    }
     outcome, worlds, base_commit = compare_task(
         setup.path,
         [bench_1.path, bench_n.path, evaluation.path, trace.path],
@@ -199,6 +224,8 @@ def compare(
         verdict.path,
         figures,
         multi_node=multi_node,
+        parameters=parameters,
+        suite_entry=suite_entry,
     )
     CompareOutputs = namedtuple("CompareOutputs", ["verdict", "ab_world_sizes", "base_commit"])
     return CompareOutputs(outcome, worlds, base_commit)
@@ -214,13 +241,13 @@ def ab(
     accelerator_type: str,
     gpu_cpu_request: str,
     gpu_memory_request: str,
-    baseline_pvc: str,
     results: Output[Artifact],
     verdict: Output[Markdown],
     figures: Output[Metrics],
 ) -> str:
     """Interleaved A/B of the base commit and the candidate on this node, round by round, for the world
-    sizes the screen could not PASS; the A/B decision replaces the screen's. Publishes.
+    sizes the screen could not PASS; the A/B decision replaces the screen's. User code: it publishes
+    nothing, the `publish` task after it does.
     gpus, accelerator_type, gpu_cpu_request, gpu_memory_request: what the pod asked for (for its log;
     not cpu_request or memory_request, the names KFP gives a task's own resource inputs)."""
     from benchgate.kfp.tasks import ab_task
@@ -234,11 +261,26 @@ def ab(
         accelerator_type,
         gpu_cpu_request,
         gpu_memory_request,
-        baseline_pvc,
         results.path,
         verdict.path,
         figures,
     )
+
+
+@component
+def publish(
+    setup: Input[Artifact],
+    compared: Input[Artifact],
+    decided: Input[Artifact],
+    baseline_pvc: str,
+    results: Output[Artifact],
+) -> None:
+    """Publish the A/B task's verdict (report, baseline policy, MLflow): benchgate's code only, holding
+    the tracking credential the A/B task (user code) never gets; `decided` is read as untrusted input.
+    baseline_pvc: the volume mounted for the baseline store and spool ("": pod-local directories)."""
+    from benchgate.kfp.trusted import publish_task
+
+    publish_task(setup.path, compared.path, decided.path, baseline_pvc, results.path)
 
 
 @component
@@ -249,4 +291,13 @@ def gate(results: Input[Artifact], summary: Output[Artifact]) -> None:
     gate_task(results.path, summary.path)
 
 
-ALL = (capture_env, bench, bench_multinode, evaluate, trace, compare, ab, gate)
+ALL = (capture_env, bench, bench_multinode, evaluate, trace, compare, ab, publish, gate)
+
+# The components that run the code under test: they import the workload or run the checked-out
+# repository (capture_env checks the workload's contract with one training step; bench_multinode's
+# TrainJob pods run it). Their pods get no MLflow credential and no baseline volume (docs/kubernetes.md,
+# "Who holds the tracking credential"); what they write is untrusted input to the others.
+# tests/pipeline/test_task_trust.py holds every compiled pipeline to it.
+USER_CODE_COMPONENTS = frozenset(
+    {"capture-env", "bench", "bench-multinode", "evaluate", "trace", "ab", "bisect"}
+)

@@ -318,10 +318,11 @@ def _raise_task_error(run_dir: Path) -> None:
 
 
 def _final_results(run_dir: Path, log_path: Path) -> tuple[Path, dict[str, Any]]:
-    """The results directory the gate judged (after A/B, if it ran) and the gate's summary."""
+    """The results directory the gate judged (publish's after an A/B, else compare's) and the gate's
+    summary."""
     summaries = list(run_dir.glob("gate*/summary"))
     if not summaries:
         raise RunFailedError(f"the local pipeline failed before its gate task; log: {log_path}")
-    decided = run_dir / "ab" / "results"
+    decided = run_dir / "publish" / "results"
     results = decided if decided.is_dir() else run_dir / "compare" / "results"
     return results, read_json(summaries[0])

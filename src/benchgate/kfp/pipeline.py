@@ -2,7 +2,14 @@
 
     capture-env ─► bench ws=1 ─► bench ws=N ─┬─► evaluate ─┐
                                              └─► trace     ├─► compare ─┬─ verdict final ───────────► gate
-                                                           │            └─ timing undecided ─► A/B ─► gate
+                                                           │            └─ timing undecided ─► A/B ─┐
+                                                                                                    │
+                                                                                  gate ◄─ publish ◄─┘
+
+    Trust: capture-env, the benches, evaluate, trace and A/B run the code under test
+    (components.USER_CODE_COMPONENTS) and get neither the MLflow secret nor the baseline volume;
+    compare, publish and gate run benchgate's code only, hold them, and read the others' artifacts
+    as untrusted input (kfp/trusted.py).
 
 Why this shape:
 - The benches run one after the other, and eval and trace after them: tasks sharing a GPU node while
@@ -12,16 +19,17 @@ Why this shape:
 - compare screens the run against the stored baseline. Where the screen does not PASS a world size's
   timing and the base code can be checked out (`base_commit`, by default the commit of the profile's
   baseline run in MLflow), the `ab` task benchmarks base and candidate side by side, steps alternating,
-  on one node, and its decision replaces the screen's. The task that reaches the final verdict
-  (compare, or ab) publishes it: HTML report, baseline policy, and the MLflow parent and child runs.
+  on one node, and its decision replaces the screen's. A trusted task publishes the final verdict
+  (compare, or `publish` after the A/B, which runs user code and so publishes nothing): HTML report,
+  baseline policy, and the MLflow parent and child runs.
   Both branches end in `gate`, which fails the run on FAIL or UNKNOWN so the KFP UI shows it red after
   all of that is done.
 - MLflow is the source of baselines and history: compare takes the newest run marked baseline for this
   machine profile and caches it in the directory store. The store and the spool of runs not yet logged
-  need no shared disk. By default (`baseline_pvc` empty) no volume is mounted and compare and A/B keep
+  need no shared disk. By default (`baseline_pvc` empty) no volume is mounted and compare and publish keep
   them in pod-local directories, so any number of runs go at once on any nodes. A run MLflow did not
   take is kept in the publishing task's `results` artifact under `spool/`, in the pipeline root's
-  object store, for `benchgate sync --from`. With `baseline_pvc` set, compare and A/B mount that
+  object store, for `benchgate sync --from`. With `baseline_pvc` set, compare and publish mount that
   PersistentVolumeClaim at /mnt/benchgate and keep the stores there: a cache that outlives the pod and
   the fallback while MLflow is unreachable (ReadWriteMany, or one node at a time with ReadWriteOnce).
   The choice is a `dsl.If` on the parameter around the compare -> (A/B) -> gate tail.
@@ -208,10 +216,17 @@ def _define(one_node_only: bool) -> Callable[..., None]:
             return task.set_env_variable("NVIDIA_VISIBLE_DEVICES", "void")
 
         def common(task: dsl.PipelineTask, name: str) -> dsl.PipelineTask:
-            task.set_display_name(name).set_caching_options(False)
-            kubernetes.use_secret_as_env(task, mlflow_secret, MLFLOW_SECRET_KEYS, optional=True)
-            # Every task may fetch the commit under test: a private repository's credentials as files.
+            # No tracking credential here: user-code tasks go through this alone (see "Who holds the
+            # tracking credential" in docs/kubernetes.md); the trusted ones add `trusted`. Every task
+            # may fetch the commit under test, so each mounts git's read credential for a private
+            # repository (docs/kubernetes.md, "Private repositories": a read-only deploy key).
             kubernetes.use_secret_as_volume(task, git_secret, mount_path=str(GIT_SECRET_DIR), optional=True)
+            return task.set_display_name(name).set_caching_options(False)
+
+        def trusted(task: dsl.PipelineTask) -> dsl.PipelineTask:
+            """A task that runs benchgate's code only (none of components.USER_CODE_COMPONENTS): it may
+            hold the MLflow credential."""
+            kubernetes.use_secret_as_env(task, mlflow_secret, MLFLOW_SECRET_KEYS, optional=True)
             return task
 
         def gate_run(across_nodes: bool) -> None:
@@ -273,7 +288,8 @@ def _define(one_node_only: bool) -> Callable[..., None]:
             profile = on_gpus(common(c.trace(setup=setup), "trace"), 1).after(bench_n)
 
             def judged(volume: bool) -> None:
-                """compare -> (A/B) -> gate; with `volume`, compare and A/B mount the baseline_pvc volume."""
+                """compare -> (A/B -> publish) -> gate; with `volume`, compare and publish mount the
+                baseline_pvc volume (A/B runs user code: never)."""
 
                 def stores(task: dsl.PipelineTask) -> dsl.PipelineTask:
                     if volume:
@@ -289,35 +305,51 @@ def _define(one_node_only: bool) -> Callable[..., None]:
                     # The task keeps its stores under the volume's mount, or pod-local without one.
                     baseline_pvc=baseline_pvc,
                     multi_node=across_nodes,
+                    # The parameters again, as env had them: compare checks the setup against them.
+                    config=config,
+                    workload=workload,
+                    workload_args=workload_args,
+                    world_size_n=world_size_n,
+                    steps=steps,
+                    warmup=warmup,
+                    tolerances=tolerances,
+                    update_baseline=update_baseline,
+                    baseline_dir=baseline_dir,
+                    mlflow_tracking_uri=mlflow_tracking_uri,
+                    suite_entry=suite_entry,
                 )
-                compared = stores(on_cpu(common(screened, "compare")))
+                compared = stores(trusted(on_cpu(common(screened, "compare"))))
                 with dsl.If(compared.outputs["ab_world_sizes"] == "", name="verdict final"):
-                    on_cpu(common(c.gate(results=compared.outputs["results"]), "gate"))
+                    trusted(on_cpu(common(c.gate(results=compared.outputs["results"]), "gate")))
                 with dsl.Else(name="timing undecided: A/B"):
                     # Across nodes, A/B decides ws=1 only (compare hands it no other): one GPU is enough.
                     ab_gpus = 1 if across_nodes else world_size_n
-                    decided = stores(
-                        on_gpus(
-                            common(
-                                c.ab(
-                                    setup=setup,
-                                    compared=compared.outputs["results"],
-                                    world_sizes=compared.outputs["ab_world_sizes"],
-                                    base_commit=compared.outputs["base_commit"],
-                                    # KFP 2.17 threads a pipeline parameter into a condition's sub-DAG only
-                                    # when a component input uses it; the pod settings of on_gpus need these.
-                                    gpus=ab_gpus,
-                                    accelerator_type=accelerator_type,
-                                    gpu_cpu_request=gpu_cpu_request,
-                                    gpu_memory_request=gpu_memory_request,
-                                    baseline_pvc=baseline_pvc,
-                                ),
-                                "A/B",
+                    decided = on_gpus(
+                        common(
+                            c.ab(
+                                setup=setup,
+                                compared=compared.outputs["results"],
+                                world_sizes=compared.outputs["ab_world_sizes"],
+                                base_commit=compared.outputs["base_commit"],
+                                # KFP 2.17 threads a pipeline parameter into a condition's sub-DAG only
+                                # when a component input uses it; the pod settings of on_gpus need these.
+                                gpus=ab_gpus,
+                                accelerator_type=accelerator_type,
+                                gpu_cpu_request=gpu_cpu_request,
+                                gpu_memory_request=gpu_memory_request,
                             ),
-                            ab_gpus,
-                        )
+                            "A/B",
+                        ),
+                        ab_gpus,
                     )
-                    on_cpu(common(c.gate(results=decided.outputs["results"]), "gate (A/B)"))
+                    published = c.publish(
+                        setup=setup,
+                        compared=compared.outputs["results"],
+                        decided=decided.outputs["results"],
+                        baseline_pvc=baseline_pvc,
+                    )
+                    published = stores(trusted(on_cpu(common(published, "publish"))))
+                    trusted(on_cpu(common(c.gate(results=published.outputs["results"]), "gate (A/B)")))
 
             # The baseline volume is optional: MLflow holds baselines and history, the stores are its cache.
             # The branch without one comes first, so its tasks keep the plain names (compare, ab, gate) that

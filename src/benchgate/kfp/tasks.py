@@ -19,6 +19,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from benchgate.config import RunConfig
 from benchgate.errors import EXIT_REGRESSION, EXIT_UNKNOWN, ConfigError
 from benchgate.kfp.params import task_stores
 from benchgate.kfp.pod_stores import SCREENED_BASELINE, hand_over_baseline, publish_and_keep, restore_baseline
@@ -32,6 +33,7 @@ from benchgate.kfp.task_harness import (
     stage,
     start_task,
 )
+from benchgate.kfp.trusted import check_setup_config, copy_untrusted
 from benchgate.kit.files import read_json, write_json
 
 # Set by `benchgate run` to its --out directory: the gate task then reports the verdict and succeeds,
@@ -229,16 +231,6 @@ def link_trace_or_copy(source: str, dest: str) -> None:
     shutil.copy2(source, dest)
 
 
-def _copy_results(source: Path, dest: Path) -> None:
-    """Merge one task's result files into the bundle directory (logs included; a trace linked)."""
-    for path in source.iterdir():
-        target = dest / path.name
-        if path.is_dir():
-            shutil.copytree(path, target, dirs_exist_ok=True, copy_function=link_trace_or_copy)
-        else:
-            link_trace_or_copy(str(path), str(target))
-
-
 def compare_task(
     setup_dir: str,
     input_dirs: list[str],
@@ -248,6 +240,8 @@ def compare_task(
     figures: MetricsSink,
     *,
     multi_node: bool = False,
+    parameters: dict[str, Any] | None = None,
+    suite_entry: str = "",
 ) -> tuple[str, str, str]:
     """Assemble the run's bundle and screen it against the baseline.
 
@@ -258,7 +252,9 @@ def compare_task(
     policy, MLflow), so the common path imports MLflow in one process only. `baseline_pvc`: the volume
     mounted for the stores, or "" for pod-local ones (see `params.task_stores`). With `multi_node` the
     largest world size ran across nodes: A/B runs both sides on one node, so it does not decide that
-    one, whose screened verdict stands (the task's log says so).
+    one, whose screened verdict stands (the task's log says so). `parameters` and `suite_entry`: the
+    run's, from which the setup's config.json must follow (`trusted.check_setup_config`; None: not
+    checked, for a caller that wrote the setup itself).
     """
     from benchgate.ab.host_fit import host_ab_worlds, mark_not_measured
     from benchgate.ab.stage import ab_base_commit, worlds_for_ab
@@ -270,8 +266,11 @@ def compare_task(
         out = Path(results_dir)
         out.mkdir(parents=True, exist_ok=True)
         for directory in (setup_dir, *input_dirs):
-            _copy_results(Path(directory), out)
-        configured, env = load_setup(setup_dir)
+            # Written by tasks that ran the code under test: regular files only (kfp/trusted.py).
+            copy_untrusted(Path(directory), out, what=Path(directory).name, copy_function=link_trace_or_copy)
+        if parameters is not None:
+            check_setup_config(out, parameters, suite_entry)
+        configured, env = load_setup(str(out))
         config = task_stores(configured, baseline_pvc)
         with stage("compare"):
             tracking_state = refresh_baseline(config, out)
@@ -289,8 +288,10 @@ def compare_task(
             for why in unmeasurable.values():
                 print(f"benchgate compare: {why}", flush=True)
         publish_verdict(out, verdict_markdown, figures)
-        if worlds and baseline is not None and config.gate.baseline_dir != configured.gate.baseline_dir:
-            hand_over_baseline(baseline.path, out)  # the A/B task's pod starts with an empty store
+        fresh_ab_store = ab_stores(configured).gate.baseline_dir != configured.gate.baseline_dir
+        if worlds and baseline is not None and fresh_ab_store:
+            # The A/B task mounts no volume (it runs user code): its pod starts with an empty store.
+            hand_over_baseline(baseline.path, out)
         if not worlds:
             with stage("publish"):
                 publish_and_keep(configured, config, out)
@@ -306,16 +307,17 @@ def ab_task(
     accelerator_type: str,
     cpu_request: str,
     memory_request: str,
-    baseline_pvc: str,
     results_dir: str,
     verdict_markdown: str,
     figures: MetricsSink,
 ) -> str:
-    """Decide `world_sizes` by interleaved A/B of the base commit and the candidate, then publish.
+    """Decide `world_sizes` by interleaved A/B of the base commit and the candidate, into `results_dir`.
 
     Both sides run in this one task, on one node: their steps alternate, so the node's drift hits both.
     `gpus`, `accelerator_type`, `cpu_request` and `memory_request` are what the task asked the cluster
-    for (its pod spec); `baseline_pvc` the volume mounted for the stores, or "" for pod-local ones.
+    for (its pod spec). The task runs user code, so it holds no tracking credential and mounts no
+    volume: its stores are pod-local (`ab_stores`), the baseline is compare's hand-over, and the
+    `publish` task (kfp/trusted.py) publishes what it decided.
     """
     from benchgate.ab.decision import ABDecision
     from benchgate.ab.power import OpeningFigure
@@ -333,7 +335,7 @@ def ab_task(
             copy_function=link_trace_or_copy,
         )
         configured, env = load_setup(setup_dir)
-        config = task_stores(configured, baseline_pvc)
+        config = ab_stores(configured)
         if config.gate.baseline_dir != configured.gate.baseline_dir:
             restore_baseline(Path(compared_dir), config.gate.baseline_dir)
         source = env.get("source") or {}
@@ -373,9 +375,13 @@ def ab_task(
 
                 comparison = stage_ab(config, out, [ws], base, candidate, on_round)
         publish_verdict(out, verdict_markdown, figures)
-        with stage("publish"):
-            publish_and_keep(configured, config, out)
         return comparison.verdict
+
+
+def ab_stores(configured: RunConfig) -> RunConfig:
+    """The stores of the A/B task: pod-local on a cluster whatever `baseline_pvc` says (no volume for
+    user code); a local run's directories stay where they are (`params.task_stores`)."""
+    return task_stores(configured, "")
 
 
 def publish_verdict(results: Path, verdict_markdown: str, figures: MetricsSink) -> None:

@@ -2,15 +2,17 @@
 (`benchgate bisect --submit`).
 
     bisect (one pod: full clone, `benchgate bisect` on it) ─► results: bisect.json, each step's ab.json
+        ─► log bisection (benchgate's code only: bisect.json to MLflow)
 
 Why one task: every decision of a bisection is an interleaved A/B of two commits, and the steps'
 decisions are compared with one another (each against good, with the rounds sized by one probe of
 good's step time), so all of them must run on the same machine, as a local bisect does. One pod
 running the local bisect (kfp/bisect/task.py) gives exactly that; a task per step could land each on
 another node. The task asks for `world_size` GPUs on the GPU pool with the gate pipeline's settings
-(accelerator type, node selector, tolerations, CPU and memory requests, a memory /dev/shm, the optional
-MLflow credentials secret), is never cached, and logs the bisection to MLflow (kind bisect) tagged
-with this pipeline run's id.
+(accelerator type, node selector, tolerations, CPU and memory requests, a memory /dev/shm) and is
+never cached. It runs the commits' code, so it holds no MLflow credential: the `log bisection` task
+after it (CPU, benchgate's code only, the optional MLflow credentials secret) logs the bisection to
+MLflow (kind bisect) tagged with this pipeline run's id.
 
 Submission follows `benchgate submit` (kfp/submit.py): the run's name is fixed by its arguments, so
 a second identical submit attaches to the run the first started instead of bisecting again.
@@ -24,21 +26,29 @@ from pathlib import Path
 from typing import Any
 
 from kfp import dsl, kubernetes
-from kfp.dsl import Artifact, Output
+from kfp.dsl import Artifact, Input, Output
 
 from benchgate.config import DEFAULT_WORKLOAD
 from benchgate.errors import EXIT_RUN_FAILED, ConfigError
 from benchgate.kfp.api import Connection, KfpApi, preflight
 from benchgate.kfp.components import component
 from benchgate.kfp.params import GPU_CPU_REQUEST, GPU_MEMORY_REQUEST, workload_args_parameter
-from benchgate.kfp.pipeline import GPU_TOLERATION, MLFLOW_SECRET_KEYS, on_gpu_pool
+from benchgate.kfp.pipeline import (
+    GPU_TOLERATION,
+    LIGHT_CPU_REQUEST,
+    LIGHT_MEMORY_REQUEST,
+    MLFLOW_SECRET_KEYS,
+    on_gpu_pool,
+)
 from benchgate.kfp.submit import SubmitOutcome, ensure_run, follow, load_package
+from benchgate.kit.git_auth import GIT_SECRET_DIR
 from benchgate.measure.source import validate_commit, validate_repository
 from benchgate.tracking.client import local_store_path
 
 PIPELINE_NAME = "benchgate-bisect"
 BISECT_PIPELINE_FILE = Path("pipelines/bisect.yaml")
 TASK_NAME = "bisect"
+LOG_TASK_NAME = "log bisection"
 
 
 @component
@@ -50,7 +60,6 @@ def bisect(
     workload_args: str,
     world_size: int,
     config: str,
-    mlflow_tracking_uri: str,
     kfp_run_id: str,
     results: Output[Artifact],
 ) -> str:
@@ -66,10 +75,18 @@ def bisect(
         workload_args,
         world_size,
         config,
-        mlflow_tracking_uri,
         kfp_run_id,
         results.path,
     )
+
+
+@component
+def log_bisection(results: Input[Artifact], config: str, mlflow_tracking_uri: str, kfp_run_id: str) -> str:
+    """Log the bisect task's bisect.json to MLflow (kind bisect, tagged with the KFP run id): benchgate's
+    code only, the one task of this pipeline that holds the tracking credential. Returns the run id."""
+    from benchgate.kfp.bisect.task import log_bisection_task
+
+    return log_bisection_task(results.path, config, mlflow_tracking_uri, kfp_run_id)
 
 
 @dsl.pipeline(
@@ -93,6 +110,7 @@ def bisect_pipeline(
     gpu_cpu_request: str = GPU_CPU_REQUEST,
     gpu_memory_request: str = GPU_MEMORY_REQUEST,
     mlflow_secret: str = "benchgate-mlflow",
+    git_secret: str = "benchgate-git",
 ) -> None:
     """A bisection of good..bad in one task.
 
@@ -108,6 +126,8 @@ def bisect_pipeline(
         mlflow_tracking_uri: Where the bisection is logged (empty: the cluster's MLFLOW_TRACKING_URI).
         gpu_cpu_request: CPU request of the task's pod, a Kubernetes quantity ("8", "7500m").
         gpu_memory_request: Memory request of the task's pod ("32Gi"); its /dev/shm counts against it.
+        git_secret: The Secret with git's credentials for a private repository, mounted on the bisect
+            task, which clones it (docs/kubernetes.md, "Private repositories"); optional.
     """
     task = bisect(
         good=good,
@@ -117,8 +137,7 @@ def bisect_pipeline(
         workload_args=workload_args,
         world_size=world_size,
         config=config,
-        mlflow_tracking_uri=mlflow_tracking_uri,
-        # The tag the bisection's MLflow run carries: resolved by KFP (and kfp.local) to this run's id.
+        # bisect.json's record of the run: resolved by KFP (and kfp.local) to this run's id.
         kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
     )
     task.set_display_name(TASK_NAME).set_caching_options(False)
@@ -131,7 +150,20 @@ def bisect_pipeline(
         cpu_request=gpu_cpu_request,
         memory_request=gpu_memory_request,
     )
-    kubernetes.use_secret_as_env(task, mlflow_secret, MLFLOW_SECRET_KEYS, optional=True)
+    # The clone of a private repository: git's read credential as files (kit/git_auth.py).
+    kubernetes.use_secret_as_volume(task, git_secret, mount_path=str(GIT_SECRET_DIR), optional=True)
+    # The bisect task runs the commits' code: no tracking credential. This one runs benchgate's only.
+    logged = log_bisection(
+        results=task.outputs["results"],
+        config=config,
+        mlflow_tracking_uri=mlflow_tracking_uri,
+        # The tag the bisection's MLflow run carries (`bisect --submit --wait` finds it by it).
+        kfp_run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+    )
+    logged.set_display_name(LOG_TASK_NAME).set_caching_options(False)
+    logged.set_cpu_request(LIGHT_CPU_REQUEST).set_memory_request(LIGHT_MEMORY_REQUEST)
+    logged.set_env_variable("NVIDIA_VISIBLE_DEVICES", "void")  # no GPU: see pipeline.py's on_cpu
+    kubernetes.use_secret_as_env(logged, mlflow_secret, MLFLOW_SECRET_KEYS, optional=True)
 
 
 def bisect_arguments(

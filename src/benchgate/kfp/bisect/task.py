@@ -57,12 +57,13 @@ def bisect_task(
     workload_args: str,
     world_size: int,
     config: str,
-    mlflow_tracking_uri: str,
     kfp_run_id: str,
     results_dir: str,
 ) -> str:
     """Bisect good..bad of `repository` on this pod into `results_dir`; the bisection's status
-    (CULPRIT, NO_REGRESSION, UNKNOWN). `config` is the TOML text `benchgate bisect --config` takes."""
+    (CULPRIT, NO_REGRESSION, UNKNOWN). `config` is the TOML text `benchgate bisect --config` takes.
+    The pod runs the commits' code and holds no tracking credential: the CLI runs with --no-tracking,
+    and the `log bisection` task (`log_bisection_task`) logs bisect.json to MLflow."""
     with reporting_errors("bisect", results_dir):
         out = Path(results_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -73,9 +74,7 @@ def bisect_task(
             config_file = Path(workspace) / CONFIG_FILE
             config_file.write_text(config, encoding="utf-8")
             clone = checkout(repository, bad, Path(workspace) / "source", history=True)
-            command = bisect_command(
-                good, bad, workload, workload_args, world_size, config_file, out, mlflow_tracking_uri
-            )
+            command = bisect_command(good, bad, workload, workload_args, world_size, config_file, out)
             code, tail = run_relaying_errors(command, clone, kfp_run_environment(kfp_run_id))
         if code not in RESULT_CODES:
             failure = BadInputError if code == EXIT_BAD_INPUT else RunFailedError
@@ -93,18 +92,51 @@ def bisect_command(
     world_size: int,
     config_file: Path,
     out: Path,
-    mlflow_tracking_uri: str,
 ) -> list[str]:
-    """The `benchgate bisect` command line the task runs."""
+    """The `benchgate bisect` command line the task runs (without tracking: see `bisect_task`)."""
     command = [sys.executable, "-m", "benchgate", "bisect", "--good", good, "--bad", bad]
     command += ["--out", str(out), "--config", str(config_file), "--workload", workload]
     for key, value in decode_workload_args(workload_args).items():
         # --workload-arg reads each value as JSON where it parses: the JSON text keeps its type.
         command += ["--workload-arg", f"{key}={json.dumps(value)}"]
-    command += ["--world-size", str(world_size), "--tracking"]
-    if mlflow_tracking_uri:
-        command += ["--tracking-uri", mlflow_tracking_uri]
+    command += ["--world-size", str(world_size), "--no-tracking"]
     return command
+
+
+def log_bisection_task(results_dir: str, config: str, mlflow_tracking_uri: str, kfp_run_id: str) -> str:
+    """Log the bisection the bisect task wrote (`results_dir`/bisect.json) to MLflow as one run of
+    kind bisect, tagged with `kfp_run_id`; its MLflow run id. Benchgate's code only, holding the
+    tracking credential: bisect.json comes from a pod that ran user code, so it is parsed as JSON and
+    checked for the fields the run is made of, and where to log (the experiment of `config`, the TOML
+    text, at `mlflow_tracking_uri`) and the run id tag are this task's parameters, not the file's."""
+    from benchgate.config import load_config
+    from benchgate.errors import RunFailedError
+    from benchgate.tracking import client as tracking
+    from benchgate.tracking.bisection import log_bisection
+
+    with reporting_errors("log bisection", str(Path(results_dir) / "logged")):
+        path = Path(results_dir) / BISECT_RESULT
+        record = read_json(path)
+        if not isinstance(record, dict):
+            raise RunFailedError(f"{path}: got {type(record).__name__} (expected the bisection, an object)")
+        record["kfp_run_id"] = kfp_run_id if kfp_run_id and not kfp_run_id.startswith("{{") else None
+        with tempfile.TemporaryDirectory(prefix="benchgate-log-bisection-") as workspace:
+            config_file = Path(workspace) / CONFIG_FILE
+            config_file.write_text(config, encoding="utf-8")
+            overrides = {"tracking.uri": mlflow_tracking_uri or None, "tracking.enabled": True}
+            cfg = load_config(config_file, overrides)
+        try:
+            run_id = log_bisection(tracking.connect(cfg), record, path)
+        except (KeyError, TypeError) as e:
+            raise RunFailedError(
+                f"{path}: not a bisection benchgate wrote ({type(e).__name__}: {e})"
+            ) from None
+        except tracking.send_errors() as e:
+            raise RunFailedError(
+                f"the bisection was not logged to MLflow: {tracking.short_error(e)}"
+            ) from None
+        print(f"benchgate bisect: logged to MLflow as run {run_id}", flush=True)
+        return run_id
 
 
 def kfp_run_environment(kfp_run_id: str) -> dict[str, str]:

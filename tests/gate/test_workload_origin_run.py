@@ -10,46 +10,36 @@ import sys
 from pathlib import Path
 
 import pytest
+from repo_workloads import TINY_WORKLOAD
 from stack_repo import git
-
-WORKLOAD = """
-import torch
-import torch.nn.functional as F
-from torch import nn
-
-
-class Tiny:
-    name = "tiny"
-    tokens_per_step = 8
-
-    def build_model(self, device):
-        return nn.Linear(8, 8).to(device)
-
-    def make_optimizer(self, model):
-        return torch.optim.SGD(model.parameters(), lr=1e-3)
-
-    def make_batch(self, generator, device):
-        return torch.randn(8, 8, generator=generator).to(device)
-
-    def forward(self, model, batch):
-        return model(batch)
-
-    def loss(self, output, batch):
-        return F.mse_loss(output, batch)
-
-
-def make_workload():
-    return Tiny()
-"""
 
 
 def run_commit(repo: Path, workload: str, *args: str) -> subprocess.CompletedProcess[str]:
     sha = git(repo, "rev-parse", "HEAD")
     return subprocess.run(
         [
-            sys.executable, "-m", "benchgate", "run", "--commit", sha, "--repository", f"file://{repo}",
-            "--workload", workload, *args, "--steps", "4", "--warmup", "1", "--world-sizes", "1",
-            "--no-eval", "--no-trace", "--no-update-baseline", "--out", str(repo.parent / "out"),
+            sys.executable,
+            "-m",
+            "benchgate",
+            "run",
+            "--commit",
+            sha,
+            "--repository",
+            f"file://{repo}",
+            "--workload",
+            workload,
+            *args,
+            "--steps",
+            "4",
+            "--warmup",
+            "1",
+            "--world-sizes",
+            "1",
+            "--no-eval",
+            "--no-trace",
+            "--no-update-baseline",
+            "--out",
+            str(repo.parent / "out"),
         ],
         cwd=repo,
         capture_output=True,
@@ -60,10 +50,10 @@ def run_commit(repo: Path, workload: str, *args: str) -> subprocess.CompletedPro
 
 @pytest.mark.slow
 def test_a_checked_out_run_refuses_os_system_and_runs_the_repositorys_workload(repo: Path) -> None:
-    (repo / "tinymodel.py").write_text(WORKLOAD)
+    (repo / "tinymodel.py").write_text(TINY_WORKLOAD)
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "a workload")
-    (repo / "tinymodel.py").write_text(WORKLOAD + "# the candidate\n")
+    (repo / "tinymodel.py").write_text(TINY_WORKLOAD + "# the candidate\n")
     git(repo, "commit", "-q", "-am", "the candidate")
     marker = repo.parent / "ran"
     refused = run_commit(repo, "os:system", "--workload-arg", f"command=touch {marker}")

@@ -7,41 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
+from repo_workloads import TINY_WORKLOAD
 
 from benchgate.errors import EXIT_BAD_INPUT, WorkloadError
 from benchgate.workloads.base import load_workload
 from benchgate.workloads.origin import ROOT_ENV, check_origin, confine_to, confined_roots
-
-# A minimal real workload, as a repository would hold it.
-REPO_WORKLOAD = '''
-import torch
-import torch.nn.functional as F
-from torch import nn
-
-
-class Tiny:
-    name = "tiny"
-    tokens_per_step = 8
-
-    def build_model(self, device):
-        return nn.Linear(8, 8).to(device)
-
-    def make_optimizer(self, model):
-        return torch.optim.SGD(model.parameters(), lr=1e-3)
-
-    def make_batch(self, generator, device):
-        return torch.randn(8, 8, generator=generator).to(device)
-
-    def forward(self, model, batch):
-        return model(batch)
-
-    def loss(self, output, batch):
-        return F.mse_loss(output, batch)
-
-
-def make_workload():
-    return Tiny()
-'''
 
 
 @pytest.fixture
@@ -51,7 +21,7 @@ def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "source"
     (root / "models").mkdir(parents=True)
     (root / "models" / "__init__.py").write_text("")
-    (root / "models" / "tiny.py").write_text(REPO_WORKLOAD)
+    (root / "models" / "tiny.py").write_text(TINY_WORKLOAD)
     monkeypatch.syspath_prepend(str(root))
     monkeypatch.setenv(ROOT_ENV, str(root))
     return root
@@ -110,7 +80,7 @@ def test_an_ab_side_is_confined_to_its_own_checkout(checkout: Path, tmp_path: Pa
     # loads from there, and from nowhere else.
     base = tmp_path / "base-source"
     (base / "models").mkdir(parents=True)
-    (base / "models" / "base_only.py").write_text(REPO_WORKLOAD)
+    (base / "models" / "base_only.py").write_text(TINY_WORKLOAD)
     confine_to([str(base)])
     assert confined_roots() == [base]
     check_origin("models.base_only:make_workload", [base])

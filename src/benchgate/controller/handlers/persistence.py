@@ -21,6 +21,8 @@ from typing import Any
 
 import kopf
 
+from benchgate.controller.decide import fencing
+
 KOPF_FIELD = "status.kopf"
 
 
@@ -29,7 +31,13 @@ class StatusDiffBase(kopf.MultiDiffBaseStorage):
     of older controllers read when the status has none, never written."""
 
     def __init__(self) -> None:
-        self.status = kopf.StatusDiffBaseStorage(field=f"{KOPF_FIELD}.last-handled-configuration")
+        # The submission claim is no change of the run: without this, its write would be a change of
+        # the essence, and kopf would record a new diff base (one more status write per submission).
+        # The annotations' storage, after this one, drops the annotations map left empty.
+        self.status = kopf.StatusDiffBaseStorage(
+            field=f"{KOPF_FIELD}.last-handled-configuration",
+            ignored_fields=[("metadata", "annotations", fencing.CLAIM)],
+        )
         super().__init__([self.status, kopf.AnnotationsDiffBaseStorage()])
 
     def store(self, *, body: Any, patch: Any, essence: Any) -> None:

@@ -79,11 +79,11 @@ def env_task(
     pod holds: that node size is what is checked against this machine. `suite_entry` (one entry of a
     suite, JSON) goes over the parameters (`suite_entry.apply_entry`).
     """
+    from benchgate.kfp.baseline_task import WORKLOAD_NAME_FILE
     from benchgate.kfp.params import check_across_nodes, config_from_parameters
     from benchgate.measure.launch import check_world_size
     from benchgate.measure.source import use_source, validate_branch, validate_commit, validate_repository
     from benchgate.measure.stage import stage_check_workload, stage_env
-    from benchgate.kfp.baseline_task import WORKLOAD_NAME_FILE
     from benchgate.results.bundle import RUN_FILE
 
     with reporting_errors("env", setup_dir), stage("env"):
@@ -188,7 +188,9 @@ def eval_task(
             from benchgate.kfp.baseline_task import STORE_DIR
 
             store = Path(baseline_dir) / STORE_DIR
-            config = config.model_copy(update={"gate": config.gate.model_copy(update={"baseline_dir": store})})
+            config = config.model_copy(
+                update={"gate": config.gate.model_copy(update={"baseline_dir": store})}
+            )
         if skipped("eval", config.eval.enabled):
             return
         # Imported only now: they load torch (over a second), which a skipped task never needs.

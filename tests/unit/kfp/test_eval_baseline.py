@@ -11,9 +11,9 @@ from harness import free_port, make_config
 
 from benchgate.kfp.baseline_task import STORE_DIR
 from benchgate.kfp.tasks import eval_task
-from benchgate.results.bundle import load_bundle
 from benchgate.kit.files import read_json, write_json
 from benchgate.measure.evaluate import stage_eval
+from benchgate.results.bundle import load_bundle
 from benchgate.store.baseline import save_baseline
 
 PROFILE = "cpu-test"

@@ -21,7 +21,7 @@ from benchgate.results.bundle import load_bundle
 from benchgate.results.comparison import Check, Comparison, Status
 from benchgate.store.baseline import save_baseline
 
-TASKS = {"capture-env", "bench", "bench-2", "evaluate", "trace", "compare", "gate"}
+TASKS = {"capture-env", "baseline", "bench", "bench-2", "evaluate", "trace", "compare", "gate"}
 
 
 def _statuses(comparison: Comparison) -> list[tuple[str, str]]:

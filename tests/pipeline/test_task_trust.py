@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 PIPELINES = (PIPELINE_FILE, SUITE_PIPELINE_FILE, BISECT_PIPELINE_FILE)
 # The trusted tasks and what each holds: compare, publish and the gates read or write MLflow; compare
 # and publish keep the baseline store and spool on the volume when one is given.
-HOLDS_SECRET = {"compare", "publish", "gate", "suite-gate", "log-bisection"}
+HOLDS_SECRET = {"baseline", "compare", "publish", "gate", "suite-gate", "log-bisection"}
 HOLDS_VOLUME = {"compare", "publish"}
 # What running the code under test looks like in a task function: fetching or checking out the
 # repository, importing the workload, or launching the TrainJob whose pods run it.
@@ -79,8 +79,8 @@ def test_the_trusted_tasks_are_where_the_pipelines_put_them() -> None:
         for path in PIPELINES
     }
     assert holders == {
-        str(PIPELINE_FILE): ["compare", "gate", "publish"],
-        str(SUITE_PIPELINE_FILE): ["compare", "gate", "publish", "suite-gate"],
+        str(PIPELINE_FILE): ["baseline", "compare", "gate", "publish"],
+        str(SUITE_PIPELINE_FILE): ["baseline", "compare", "gate", "publish", "suite-gate"],
         str(BISECT_PIPELINE_FILE): ["log-bisection"],
     }
     volumes = {

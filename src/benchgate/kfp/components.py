@@ -155,11 +155,24 @@ def bench_multinode(
 
 
 @component
-def evaluate(setup: Input[Artifact], results: Output[Artifact], figures: Output[Metrics]) -> None:
-    """Deterministic eval on the bundled shard: perplexity and task probes."""
+def baseline(setup: Input[Artifact], baseline_pvc: str, store: Output[Artifact]) -> None:
+    """Cache the profile's newest baseline from MLflow into `store`, for the eval task (which holds no
+    tracking credential): benchgate's code only. baseline_pvc: the volume of the baseline cache ("":
+    pod-local)."""
+    from benchgate.kfp.baseline_task import baseline_task
+
+    baseline_task(setup.path, baseline_pvc, store.path)
+
+
+@component
+def evaluate(
+    setup: Input[Artifact], baseline: Input[Artifact], results: Output[Artifact], figures: Output[Metrics]
+) -> None:
+    """Deterministic eval on the bundled shard: perplexity and task probes. baseline: the baseline
+    task's store, where the stored baseline's eval band is read (never MLflow)."""
     from benchgate.kfp.tasks import eval_task
 
-    eval_task(setup.path, results.path, figures)
+    eval_task(setup.path, results.path, figures, baseline_dir=baseline.path)
 
 
 @component
@@ -291,7 +304,7 @@ def gate(results: Input[Artifact], summary: Output[Artifact]) -> None:
     gate_task(results.path, summary.path)
 
 
-ALL = (capture_env, bench, bench_multinode, evaluate, trace, compare, ab, publish, gate)
+ALL = (capture_env, baseline, bench, bench_multinode, evaluate, trace, compare, ab, publish, gate)
 
 # The components that run the code under test: they import the workload or run the checked-out
 # repository (capture_env checks the workload's contract with one training step; bench_multinode's

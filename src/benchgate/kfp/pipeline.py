@@ -5,11 +5,13 @@
                                                            │            └─ timing undecided ─► A/B ─┐
                                                                                                     │
                                                                                   gate ◄─ publish ◄─┘
+    capture-env ─► baseline ─► evaluate (the stored baseline's eval, read from MLflow by a trusted task)
 
     Trust: capture-env, the benches, evaluate, trace and A/B run the code under test
     (components.USER_CODE_COMPONENTS) and get neither the MLflow secret nor the baseline volume;
-    compare, publish and gate run benchgate's code only, hold them, and read the others' artifacts
-    as untrusted input (kfp/trusted.py).
+    baseline, compare, publish and gate run benchgate's code only, hold the secret, and read the others'
+    artifacts as untrusted input (kfp/trusted.py). baseline caches MLflow's baseline for evaluate, whose
+    seed band needs its eval (measure/seeds.py).
 
 Why this shape:
 - The benches run one after the other, and eval and trace after them: tasks sharing a GPU node while
@@ -284,7 +286,12 @@ def _define(one_node_only: bool) -> Callable[..., None]:
                     common(c.bench(setup=setup, world_size=world_size_n, skip_if_one=True), "bench ws=N"),
                     world_size_n,
                 ).after(bench_1)
-            evaluation = on_gpus(common(c.evaluate(setup=setup), "eval"), 1).after(bench_n)
+            # Trusted: reads MLflow for the stored baseline's eval, which eval (user code) may not reach.
+            # Its pod keeps the store pod-local; the volume, if any, is compare's and publish's.
+            cached = trusted(on_cpu(common(c.baseline(setup=setup, baseline_pvc=""), "baseline")))
+            evaluation = on_gpus(
+                common(c.evaluate(setup=setup, baseline=cached.outputs["store"]), "eval"), 1
+            ).after(bench_n)
             profile = on_gpus(common(c.trace(setup=setup), "trace"), 1).after(bench_n)
 
             def judged(volume: bool) -> None:

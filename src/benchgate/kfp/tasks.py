@@ -79,6 +79,7 @@ def env_task(
     pod holds: that node size is what is checked against this machine. `suite_entry` (one entry of a
     suite, JSON) goes over the parameters (`suite_entry.apply_entry`).
     """
+    from benchgate.kfp.baseline_task import WORKLOAD_NAME_FILE
     from benchgate.kfp.params import check_across_nodes, config_from_parameters
     from benchgate.measure.launch import check_world_size
     from benchgate.measure.source import use_source, validate_branch, validate_commit, validate_repository
@@ -129,6 +130,8 @@ def env_task(
         for ws in world_sizes:
             check_world_size(ws, config.bench.device, env["gpu"]["count"])
         checked = stage_check_workload(config)
+        # For the baseline task, which must not import the workload to learn its stored name.
+        write_json(out / WORKLOAD_NAME_FILE, {"workload": checked["workload"]})
         print(
             f"benchgate env: workload {checked['workload']}: contract checked, one training step "
             f"(loss {checked['loss']:.4g}) in {checked['seconds']:.1f} s",
@@ -170,10 +173,24 @@ def log_bench_figures(metrics: dict[str, Any], figures: MetricsSink) -> None:
         figures.log_metric(name, value)
 
 
-def eval_task(setup_dir: str, results_dir: str, figures: MetricsSink) -> None:
-    """Deterministic eval on the bundled shard: eval.json (nothing when eval is disabled)."""
+def eval_task(
+    setup_dir: str, results_dir: str, figures: MetricsSink, baseline_dir: str | None = None
+) -> None:
+    """Deterministic eval on the bundled shard: eval.json (nothing when eval is disabled).
+
+    `baseline_dir`: the baseline task's artifact, whose store holds the profile's baseline; this task
+    runs the code under test and holds no tracking credential, so it reads that store, never MLflow.
+    None (a caller without the baseline task): MLflow's baseline is cached first, as before."""
     with reporting_errors("eval", results_dir):
         config, env, out = start_task(setup_dir, results_dir)
+        refresh = None
+        if baseline_dir is not None:
+            from benchgate.kfp.baseline_task import STORE_DIR
+
+            store = Path(baseline_dir) / STORE_DIR
+            config = config.model_copy(
+                update={"gate": config.gate.model_copy(update={"baseline_dir": store})}
+            )
         if skipped("eval", config.eval.enabled):
             return
         # Imported only now: they load torch (over a second), which a skipped task never needs.
@@ -187,11 +204,10 @@ def eval_task(setup_dir: str, results_dir: str, figures: MetricsSink) -> None:
             # is cached first, as compare will (it finds the store current then).
             from benchgate.tracking.refresh import cache_newest_baseline
 
+            if baseline_dir is None:
+                refresh = functools.partial(cache_newest_baseline, config)
             result = stage_eval(
-                config,
-                out / "eval.json",
-                machine_profile=env.get("machine_profile"),
-                refresh_store=functools.partial(cache_newest_baseline, config),
+                config, out / "eval.json", machine_profile=env.get("machine_profile"), refresh_store=refresh
             )
         if "skipped" in result:
             print(f"benchgate eval: eval skipped: {result['skipped']}", flush=True)

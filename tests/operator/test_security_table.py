@@ -156,7 +156,14 @@ def test_the_code_under_test_holds_no_tracking_credential() -> None:
 def test_only_benchgates_own_tasks_log_and_promote() -> None:
     row = table()["trusted"]
     trusted = [(name, k8s) for name, k8s in executors() if name not in USER_CODE_COMPONENTS]
-    assert {name for name, _ in trusted} >= {"compare", "publish", "gate", "suite-gate", "log-bisection"}
+    assert {name for name, _ in trusted} >= {
+        "baseline",
+        "compare",
+        "publish",
+        "gate",
+        "suite-gate",
+        "log-bisection",
+    }
     for name, k8s in trusted:
         keys = {e["envVar"] for s in k8s.get("secretAsEnv", []) for e in s["keyToEnv"]}
         assert keys == {"MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN"}, name

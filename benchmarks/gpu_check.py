@@ -34,6 +34,7 @@ import gzip
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -284,6 +285,12 @@ def run_steps(check: Check, torch: Any) -> None:
                     "gate.ab.layout": layout,
                 }
             )
+            # As in a gate run, `auto` decides from the run's env.json and its bench's metrics: without
+            # them it can only fall back to sequential ("peak reserved memory ... unknown").
+            (work / name).mkdir(parents=True, exist_ok=True)
+            for source in (work / "env" / "env.json", work / "S2_bench" / "metrics-ws1.json"):
+                if source.is_file():
+                    shutil.copyfile(source, work / name / source.name)
             outcome = run_ab(config, 1, work / name, sides["A"], sides["B"], step_s=step_s.get("S2_bench"))
             saved = read_json(work / name / "ab" / "ws1" / "ab.json")
             changes = [100 * math.expm1(r["change_log"]) for r in outcome.rounds]

@@ -9,11 +9,12 @@ here as that command checks them, so a suite the cluster would refuse never beco
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from benchgate.controller.spec.patterns import MAX_ITEMS, MAX_TEXT
 from benchgate.errors import ConfigError
 from benchgate.kfp.run_request import build_arguments
 
@@ -21,6 +22,10 @@ KUBE_EXTENSION = "x-kubernetes-preserve-unknown-fields"
 WORKLOAD_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$"
 # config.STORED_NAME as a JSON-schema regex: a directory of the baseline store, a word of MLflow keys.
 STORED_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$"
+MAX_STORED_NAME = 200  # the pattern's bound, said as maxLength too (what the API server checks first)
+# A coverage suite names every model type of a Hugging Face family (a few hundred); the object itself
+# stays far below the API server's 1.5 MiB at this many entries of bounded fields.
+MAX_ENTRIES = 1000
 
 
 class _Spec(BaseModel):
@@ -42,11 +47,15 @@ class SuiteEntrySpec(_Spec):
     name: str = Field(
         ...,
         pattern=STORED_NAME_PATTERN,
+        max_length=MAX_STORED_NAME,
         description="The entry's name: its baseline, its MLflow gate run's workload, unique in the suite.",
     )
-    workload: str = Field(..., pattern=WORKLOAD_PATTERN, description="Workload factory as 'module:function'.")
-    workload_args: dict[str, str | int | float | bool] = Field(
+    workload: str = Field(
+        ..., pattern=WORKLOAD_PATTERN, max_length=MAX_TEXT, description="Workload factory as 'module:function'."
+    )
+    workload_args: dict[str, Annotated[str, Field(max_length=MAX_TEXT)] | int | float | bool] = Field(
         default_factory=dict,
+        max_length=MAX_ITEMS,
         description="Keyword arguments of the workload factory, each passed as written.",
         json_schema_extra={KUBE_EXTENSION: True},
     )
@@ -63,8 +72,12 @@ class SuiteSpec(_Spec):
     benchgate-suite pipeline, each against its own baseline, then one verdict
     (docs/suites-on-kubernetes.md)."""
 
-    name: str = Field(..., pattern=STORED_NAME_PATTERN, description="The suite's name (its MLflow run).")
-    entries: list[SuiteEntrySpec] = Field(..., min_length=1, description="The entries, gated in this order.")
+    name: str = Field(
+        ..., pattern=STORED_NAME_PATTERN, max_length=MAX_STORED_NAME, description="The suite's name (its MLflow run)."
+    )
+    entries: list[SuiteEntrySpec] = Field(
+        ..., min_length=1, max_length=MAX_ENTRIES, description="The entries, gated in this order."
+    )
 
 
 def suite_pipeline_arguments(

@@ -55,7 +55,6 @@ REPO = Path(__file__).resolve().parents[1]
 SUMMARY: dict[str, Any] = {"steps": {}}
 
 
-
 def save(out: Path) -> None:
     (out / "summary.json").write_text(json.dumps(SUMMARY, indent=1, default=str))
 

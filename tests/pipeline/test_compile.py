@@ -163,9 +163,11 @@ def test_the_ws_n_tasks_carry_gpu_limit_selector_and_tolerations_from_parameters
 
 def test_the_ws_1_tasks_ask_for_one_gpu(pipeline: tuple[dict[str, Any], dict[str, Any]]) -> None:
     spec, _ = pipeline
-    for name in ("bench ws=1", "eval", "trace"):
+    # One node, and across nodes; eval once more in each branch of baseline_pvc (its trusted baseline
+    # task mounts the volume in one of them).
+    for name, uses in (("bench ws=1", 2), ("eval", 4), ("trace", 2)):
         found = _tasks_by_display_name(spec, name)
-        assert len(found) == 2, name  # one node, and across nodes
+        assert len(found) == uses, name
         for _, task in found:
             resources = spec["deploymentSpec"]["executors"][_executor(spec, task)]["container"]["resources"]
             assert resources["accelerator"]["resourceCount"] == "1", name
@@ -261,16 +263,17 @@ def test_the_baseline_volume_is_optional_and_off_by_default(
     }
 
 
-def test_only_the_volume_branch_mounts_the_pvc_on_compare_and_publish(
+def test_only_the_volume_branch_mounts_the_pvc_on_baseline_compare_and_publish(
     pipeline: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
-    # compare and publish read the baseline cache and write the baseline and the MLflow spool: on the
-    # volume when baseline_pvc names one, else in pod-local directories. Each branch has the whole tail.
-    # The A/B runs user code: never a volume.
+    # compare and publish read the baseline cache and write the baseline and the MLflow spool, and
+    # baseline reads the store for eval: on the volume when baseline_pvc names one, else in pod-local
+    # directories. Each branch has the whole tail. eval and the A/B run user code: never a volume.
     spec, platform = pipeline
     executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     mounted = {label for label, k8s in executors.items() if "pvcMount" in k8s}
-    names = ("compare", "A/B", "publish", "gate", "gate (A/B)")
+    names = ("baseline", "eval", "compare", "A/B", "publish", "gate", "gate (A/B)")
+    holders = ("baseline", "compare", "publish")
     for name, nodes in itertools.product(names, (ONE_NODE, ACROSS_NODES)):
         found = _in_branch(spec, _tasks_by_display_name(spec, name), nodes)
         by_branch = {_volume_branch(spec, dag): task for dag, task in found}
@@ -278,19 +281,19 @@ def test_only_the_volume_branch_mounts_the_pvc_on_compare_and_publish(
         assert set(by_branch) == VOLUME_BRANCHES, name
         for branch, task in by_branch.items():
             executor = _executor(spec, task)
-            wants_mount = branch == "baseline volume" and name in ("compare", "publish")
+            wants_mount = branch == "baseline volume" and name in holders
             assert (executor in mounted) is wants_mount, (name, branch)
             if wants_mount:
                 (mount,) = executors[executor]["pvcMount"]
                 assert mount["mountPath"] == "/mnt/benchgate"
                 assert mount["pvcNameParameter"]["componentInputParameter"] == "pipelinechannel--baseline_pvc"
-            if name in ("compare", "publish"):
+            if name in holders:
                 # A real input in both branches: the task decides where its stores live from it.
                 assert task["inputs"]["parameters"]["baseline_pvc"] == {
                     "componentInputParameter": "pipelinechannel--baseline_pvc"
                 }, (name, branch)
     # No other task mounts anything.
-    assert len(mounted) == 4
+    assert len(mounted) == 6
 
 
 def test_the_env_task_gets_the_kfp_run_id_as_the_mlflow_run_key(
@@ -343,7 +346,7 @@ def test_every_gpu_task_requests_cpu_and_memory_from_the_parameters_and_mounts_a
     spec, platform = pipeline
     found = _tasks_by_display_name(spec, display_name)
     # Each task in both multi_node branches (ws=N's only on one node), A/B in both volume branches too.
-    assert len(found) == {"A/B": 4, "bench ws=N": 1}.get(display_name, 2)
+    assert len(found) == {"A/B": 4, "eval": 4, "bench ws=N": 1}.get(display_name, 2)
     for dag_name, task in found:
         executor = _executor(spec, task)
         resources = spec["deploymentSpec"]["executors"][executor]["container"]["resources"]

@@ -23,10 +23,11 @@ from benchgate.kfp.suite.pipeline import SUITE_PIPELINE_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 PIPELINES = (PIPELINE_FILE, SUITE_PIPELINE_FILE, BISECT_PIPELINE_FILE)
-# The trusted tasks and what each holds: compare, publish and the gates read or write MLflow; compare
-# and publish keep the baseline store and spool on the volume when one is given.
+# The trusted tasks and what each holds: compare, publish and the gates read or write MLflow; baseline,
+# compare and publish keep the baseline store (and spool) on the volume when one is given, so that eval
+# gets the stored baseline's eval from the volume where MLflow is unreachable or not used.
 HOLDS_SECRET = {"baseline", "compare", "publish", "gate", "suite-gate", "log-bisection"}
-HOLDS_VOLUME = {"compare", "publish"}
+HOLDS_VOLUME = {"baseline", "compare", "publish"}
 # What running the code under test looks like in a task function: fetching or checking out the
 # repository, importing the workload, or launching the TrainJob whose pods run it.
 RUNS_USER_CODE = re.compile(
@@ -88,8 +89,8 @@ def test_the_trusted_tasks_are_where_the_pipelines_put_them() -> None:
         for path in PIPELINES
     }
     assert volumes == {
-        str(PIPELINE_FILE): ["compare", "publish"],
-        str(SUITE_PIPELINE_FILE): ["compare", "publish"],
+        str(PIPELINE_FILE): ["baseline", "compare", "publish"],
+        str(SUITE_PIPELINE_FILE): ["baseline", "compare", "publish"],
         str(BISECT_PIPELINE_FILE): [],
     }
 

@@ -5,7 +5,8 @@
                                                            │            └─ timing undecided ─► A/B ─┐
                                                                                                     │
                                                                                   gate ◄─ publish ◄─┘
-    capture-env ─► baseline ─► evaluate (the stored baseline's eval, read from MLflow by a trusted task)
+    capture-env ─► baseline ─► evaluate (the stored baseline's eval, read from MLflow, or from the
+    baseline volume where MLflow is unreachable or unused, by a trusted task)
 
     Trust: capture-env, the benches, evaluate, trace and A/B run the code under test
     (components.USER_CODE_COMPONENTS) and get neither the MLflow secret nor the baseline volume;
@@ -286,23 +287,25 @@ def _define(one_node_only: bool) -> Callable[..., None]:
                     common(c.bench(setup=setup, world_size=world_size_n, skip_if_one=True), "bench ws=N"),
                     world_size_n,
                 ).after(bench_1)
-            # Trusted: reads MLflow for the stored baseline's eval, which eval (user code) may not reach.
-            # Its pod keeps the store pod-local; the volume, if any, is compare's and publish's.
-            cached = trusted(on_cpu(common(c.baseline(setup=setup, baseline_pvc=""), "baseline")))
-            evaluation = on_gpus(
-                common(c.evaluate(setup=setup, baseline=cached.outputs["store"]), "eval"), 1
-            ).after(bench_n)
             profile = on_gpus(common(c.trace(setup=setup), "trace"), 1).after(bench_n)
 
             def judged(volume: bool) -> None:
-                """compare -> (A/B -> publish) -> gate; with `volume`, compare and publish mount the
-                baseline_pvc volume (A/B runs user code: never)."""
+                """baseline -> eval, compare -> (A/B -> publish) -> gate; with `volume`, the trusted
+                baseline, compare and publish mount the baseline_pvc volume (eval and A/B run user
+                code: never)."""
 
                 def stores(task: dsl.PipelineTask) -> dsl.PipelineTask:
                     if volume:
                         kubernetes.mount_pvc(task, baseline_pvc, CLUSTER_BASELINE_MOUNT)
                     return task
 
+                # Trusted: reads the stored baseline's eval (MLflow's, or the volume's store where MLflow
+                # is unreachable or not used), which eval (user code) may not reach; eval reads its copy.
+                cached = c.baseline(setup=setup, baseline_pvc=baseline_pvc)
+                cached = stores(trusted(on_cpu(common(cached, "baseline"))))
+                evaluation = on_gpus(
+                    common(c.evaluate(setup=setup, baseline=cached.outputs["store"]), "eval"), 1
+                ).after(bench_n)
                 screened = c.compare(
                     setup=setup,
                     bench_1=bench_1.outputs["results"],

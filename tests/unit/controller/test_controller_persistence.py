@@ -34,7 +34,9 @@ def created(uid: str = "u-1", record: str | None = None) -> kopf.Body:
     status: dict[str, object] = {}
     if record is not None:
         status["kopf"] = {"last-handled-configuration": record}
-    return kopf.Body({"metadata": {"name": "pr-1", "uid": uid}, "spec": {"commit": "a" * 40}, "status": status})
+    return kopf.Body(
+        {"metadata": {"name": "pr-1", "uid": uid}, "spec": {"commit": "a" * 40}, "status": status}
+    )
 
 
 def test_the_record_is_held_until_a_watch_event_shows_it() -> None:

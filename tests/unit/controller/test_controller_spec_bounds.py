@@ -72,9 +72,21 @@ def test_the_crds_bound_every_free_string_list_and_map(name: str) -> None:
         ("nodeSelector", {"pool": "v" * 64}, "spec.nodeSelector.pool: got"),
         ("tolerations", [{"key": "k", "operator": "Exists"}] * 65, "spec.tolerations: got"),
         ("workloadArgs", {"text": "x" * 1025}, "spec.workloadArgs.text"),
-        ("suite", {"name": "s", "entries": [{"name": "e", "workload": "m" * 1020 + ":make"}]}, "workload: got"),
-        ("suite", {"name": "s", "entries": [{"name": f"e{i}", "workload": "m:f"} for i in range(1001)]}, "entries"),
-        ("suite", {"name": "s", "entries": [{"name": "e", "workload": "m:f", "workloadArgs": {"t": "x" * 1025}}]}, "t"),
+        (
+            "suite",
+            {"name": "s", "entries": [{"name": "e", "workload": "m" * 1020 + ":make"}]},
+            "workload: got",
+        ),
+        (
+            "suite",
+            {"name": "s", "entries": [{"name": f"e{i}", "workload": "m:f"} for i in range(1001)]},
+            "entries",
+        ),
+        (
+            "suite",
+            {"name": "s", "entries": [{"name": "e", "workload": "m:f", "workloadArgs": {"t": "x" * 1025}}]},
+            "t",
+        ),
     ],
 )
 def test_an_oversized_value_is_refused_naming_the_field(field: str, value: Any, message: str) -> None:

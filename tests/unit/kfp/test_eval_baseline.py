@@ -9,12 +9,12 @@ from typing import Any
 from baseline_runs import write_run
 from harness import free_port, make_config
 
-from benchgate.kfp.baseline_task import STORE_DIR
+from benchgate.kfp.baseline_task import STORE_DIR, WORKLOAD_NAME_FILE, baseline_task
 from benchgate.kfp.tasks import eval_task
 from benchgate.kit.files import read_json, write_json
 from benchgate.measure.evaluate import stage_eval
 from benchgate.results.bundle import load_bundle
-from benchgate.store.baseline import save_baseline
+from benchgate.store.baseline import baseline_location, save_baseline
 
 PROFILE = "cpu-test"
 
@@ -56,3 +56,26 @@ def test_eval_reads_the_band_from_the_artifact_with_mlflow_closed(tmp_path: Path
     eval_task(str(setup), str(results), Figures(), baseline_dir=str(artifact))
     got: dict[str, Any] = read_json(results / "eval.json")
     assert got["more_seeds"].startswith("2 seeds: seed 1234 is out of band"), got["more_seeds"]
+
+
+def test_the_baseline_task_hands_eval_the_volumes_baseline_with_mlflow_closed(tmp_path: Path) -> None:
+    # A team without a reachable MLflow keeps its baselines on the volume (baseline_pvc): the trusted
+    # baseline task, which mounts it, copies the profile's entry into the artifact eval reads.
+    closed = f"http://127.0.0.1:{free_port()}"
+    volume = tmp_path / "volume"
+    config = make_config(
+        tmp_path,
+        bench={"name": "w"},
+        gate={"baseline_dir": str(volume)},
+        tracking={"enabled": True, "uri": closed, "max_wait_s": 1.0},
+    )
+    setup = tmp_path / "setup"
+    setup.mkdir()
+    write_json(setup / "config.json", config.model_dump(mode="json"))
+    write_json(setup / "env.json", {"machine_profile": PROFILE, "source": {}, "base": {}})
+    write_json(setup / WORKLOAD_NAME_FILE, {"workload": "w"})
+    save_baseline(load_bundle(write_run(tmp_path / "run", profile=PROFILE)), volume, "test")
+    out = tmp_path / "artifact"
+    said = baseline_task(str(setup), "team-baselines", str(out))
+    copied = baseline_location(out / STORE_DIR, PROFILE, "w")
+    assert copied.is_dir() and any(copied.iterdir()), said

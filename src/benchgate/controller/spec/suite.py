@@ -51,7 +51,10 @@ class SuiteEntrySpec(_Spec):
         description="The entry's name: its baseline, its MLflow gate run's workload, unique in the suite.",
     )
     workload: str = Field(
-        ..., pattern=WORKLOAD_PATTERN, max_length=MAX_TEXT, description="Workload factory as 'module:function'."
+        ...,
+        pattern=WORKLOAD_PATTERN,
+        max_length=MAX_TEXT,
+        description="Workload factory as 'module:function'.",
     )
     workload_args: dict[str, Annotated[str, Field(max_length=MAX_TEXT)] | int | float | bool] = Field(
         default_factory=dict,
@@ -73,7 +76,10 @@ class SuiteSpec(_Spec):
     (docs/suites-on-kubernetes.md)."""
 
     name: str = Field(
-        ..., pattern=STORED_NAME_PATTERN, max_length=MAX_STORED_NAME, description="The suite's name (its MLflow run)."
+        ...,
+        pattern=STORED_NAME_PATTERN,
+        max_length=MAX_STORED_NAME,
+        description="The suite's name (its MLflow run).",
     )
     entries: list[SuiteEntrySpec] = Field(
         ..., min_length=1, max_length=MAX_ENTRIES, description="The entries, gated in this order."

@@ -263,7 +263,7 @@ def ab(
     nothing, the `publish` task after it does.
     gpus, accelerator_type, gpu_cpu_request, gpu_memory_request: what the pod asked for (for its log;
     not cpu_request or memory_request, the names KFP gives a task's own resource inputs)."""
-    from benchgate.kfp.tasks import ab_task
+    from benchgate.kfp.ab_task import ab_task
 
     return ab_task(
         setup.path,

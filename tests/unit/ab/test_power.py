@@ -157,7 +157,7 @@ def test_opening_figure_is_said_once_at_the_first_look() -> None:
 
 
 def test_the_opening_figure_reaches_the_terminal_once_and_keeps_one_bar() -> None:
-    # As ab_task emits it (kfp/tasks.py): the rounds' stage, the figure, the stage again; relayed as
+    # As ab_task emits it (kfp/ab_task.py): the rounds' stage, the figure, the stage again; relayed as
     # `benchgate run` relays a task's stdout (kfp/local_run.py) to its terminal reporter.
     emitted = io.StringIO()
     name, line = "A/B ws=1 (rounds)", f"{OPENING_MARK} ws=1: after 4 rounds, this machine resolves ..."

@@ -82,7 +82,7 @@ def test_a_step_counted_inside_a_task_reaches_its_open_stage_and_nothing_outside
 
 
 def _ab_markers(decided_after: int, max_rounds: int = 27) -> list[str]:
-    """The markers of an A/B task's rounds (kfp/tasks.py, ab_task) that decided after `decided_after`
+    """The markers of an A/B task's rounds (kfp/ab_task.py) that decided after `decided_after`
     rounds, with the opening figure at the first look."""
     emitted = io.StringIO()
     name = "A/B ws=1 (rounds)"

@@ -7,9 +7,9 @@ the NVMLError it raised, as {"nvml_error": "NVMLError_NotSupported"}), `"recorde
 and the date. A call with an argument is keyed by the argument's constant name. Needs only python3
 and nvidia-ml-py (no benchgate, no pydantic), so it runs on a bare GPU image:
 
-    python3 benchmarks/record_nvml.py [--index 0] [--out tests/data/nvml-h100-sxm.json]
+    python3 benchmarks/record_nvml.py [--index 0] [--out tests/data/nvml-h200.json]
 
-Another GPU model belongs in its own file (`--out tests/data/nvml-h200.json`); the fake reads the one
+Another GPU model belongs in its own file (`--out tests/data/nvml-<model>.json`); the fake reads the one
 named by FAKE_NVML_DATA. The tests run it against the fake itself: a recording of the fake reproduces
 the recording the fake read.
 """
@@ -25,7 +25,7 @@ from typing import Any
 
 import pynvml
 
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "nvml-h100-sxm.json"
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "nvml-h200.json"
 SYSTEM_CALLS = ("nvmlSystemGetDriverVersion", "nvmlSystemGetNVMLVersion")
 # Every per-GPU call the fake answers, with the constants it is called with (none: called on the handle).
 DEVICE_CALLS: tuple[tuple[str, tuple[str, ...]], ...] = (

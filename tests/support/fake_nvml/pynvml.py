@@ -4,7 +4,7 @@ It answers the part of pynvml that benchgate calls (benchgate/measure/device.py,
 that measure/sysmetrics.py reads) with the real names, constants, return types (ctypes structures with
 the real fields; str, not bytes) and NVMLError subclasses, built as nvidia-ml-py 13 builds them (that
 vocabulary is nvml_types.py, next to this file, re-exported here as the real module has it). Its
-answers come from a JSON recording of one GPU (default tests/data/nvml-h100-sxm.json), in the format
+answers come from a JSON recording of one GPU (default tests/data/nvml-h200.json), in the format
 benchmarks/record_nvml.py writes on a GPU machine: {"system": {call: answer}, "devices": [{call:
 answer}]}, a call with an argument keyed by the argument's constant name ({"NVML_CLOCK_SM": 1980}), a
 recorded error as {"nvml_error": "NVMLError_NotSupported"}.
@@ -13,7 +13,7 @@ Use: put this folder first on sys.path and PYTHONPATH (`fake_nvml.use_fake_nvml`
 `import pynvml` finds it in a test and in the torchrun workers it starts.
 
 Test hooks. Across processes, environment variables, read at the first nvmlInit after reset():
-    FAKE_NVML_DATA=path        the recording (default tests/data/nvml-h100-sxm.json)
+    FAKE_NVML_DATA=path        the recording (default tests/data/nvml-h200.json)
     FAKE_NVML_NO_DRIVER=1      nvmlInit raises NVMLError_DriverNotLoaded (a host without the driver)
     FAKE_NVML_GPUS=N           N GPUs, copies of recorded GPU 0 with their own UUID, bus id and serial
     FAKE_NVML_POWER_W=W        the power draw is W, and the energy counters advance at W in real time
@@ -63,7 +63,7 @@ from nvml_types import (
     nvmlPciInfo_t,
 )
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "data" / "nvml-h100-sxm.json"
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "data" / "nvml-h200.json"
 
 # What a call's argument is keyed by in a recording: the constant's name.
 _ARGUMENTS = {

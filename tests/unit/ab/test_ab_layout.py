@@ -1,6 +1,6 @@
 """The A/B layout (ab/layout.py, ab/runner.py): which layout `auto` picks and why, from env.json and
 metrics dicts built by the code that writes them (measure/env.py's gpu section, measure/device.identity
-answering through the fake pynvml from the recorded H100, measure/steps.py's memory block), what a
+answering through the fake pynvml from the recorded H200, measure/steps.py's memory block), what a
 resume keeps, the launch order of sequential rounds, and the A/B row's note."""
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from benchgate.measure.launch import metrics_path
 from benchgate.measure.steps import memory_block
 from benchgate.results.comparison import Comparison
 
-RECORDING = TESTS_DIR / "data" / "nvml-h100-sxm.json"
+RECORDING = TESTS_DIR / "data" / "nvml-h200.json"
 # NVML_COMPUTEMODE_EXCLUSIVE_PROCESS, as nvmlDeviceGetComputeMode answers it.
 EXCLUSIVE_PROCESS = 3
-# torch's total for an 80 GB H100 (its device properties count less than NVML's 81,559 MiB: the driver
-# keeps some); "a total capacity of 79.11 GiB" is what its out-of-memory messages print on such cards.
-TORCH_TOTAL_H100 = round(79.11 * GIB)
-H100_SMS = 132
+# What torch's device properties said on the recorded H200 (less than NVML's total: the driver keeps
+# some), and its SM count (benchmarks/gpu_check.py S0, docs/benchmarks.md "GPU").
+TORCH_TOTAL_H200 = 150109880320
+H200_SMS = 132
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +51,9 @@ def gpu_env(
     compute_mode: int | None = None,
     nvml: bool = True,
 ) -> dict[str, Any]:
-    """env.json of a host with `gpus` H100s: this host's, with the gpu and torch sections a GPU host's
+    """env.json of a host with `gpus` H200s: this host's, with the gpu and torch sections a GPU host's
     capture_environment writes, and gpu.nvml from measure/device.identity() answering from the recorded
-    H100 (free memory and compute mode changed where given; `nvml` False: a host without the driver)."""
+    H200 (free memory and compute mode changed where given; `nvml` False: a host without the driver)."""
     recording = read_json(RECORDING)
     device = recording["devices"][0]
     memory = device["nvmlDeviceGetMemoryInfo"]
@@ -68,8 +68,8 @@ def gpu_env(
     }
     use_fake_nvml(monkeypatch, **hooks, **({} if nvml else {"FAKE_NVML_NO_DRIVER": "1"}))
     env = copy.deepcopy(host_env)
-    env["torch"].update(version="2.11.0+cu130", cuda="13.0", cudnn=91300, nccl="2.27.7")
-    devices = [{"name": "NVIDIA H100 80GB HBM3", "memory_bytes": TORCH_TOTAL_H100, "sms": H100_SMS}] * gpus
+    env["torch"].update(version="2.11.0+cu130", cuda="13.0", cudnn=91900, nccl="2.28.9")
+    devices = [{"name": "NVIDIA H200", "memory_bytes": TORCH_TOTAL_H200, "sms": H200_SMS}] * gpus
     env["gpu"] = gpu_section(devices, recording["system"]["nvmlSystemGetDriverVersion"], gpus)
     env["gpu"]["nvml"] = identity()
     env["machine_profile"] = machine_profile(env)
@@ -89,7 +89,7 @@ def gpu_metrics(
         {"rss": 3 * GIB, "cuda_memory": {"warmup": phase(warm), "measured": phase(reserved_gib - 0.5 * r)}}
         for r in range(ranks)
     ]
-    return {"world_size": ranks, "device": "NVIDIA H100 80GB HBM3", "memory": memory_block("cuda", gathered)}
+    return {"world_size": ranks, "device": "NVIDIA H200", "memory": memory_block("cuda", gathered)}
 
 
 CPU_METRICS = {"world_size": 1, "device": "cpu", "memory": memory_block("cpu", [{"rss": 400 * 2**20}])}
@@ -99,10 +99,10 @@ def test_the_fixture_env_is_a_gpu_hosts(
     host_env: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     env = gpu_env(host_env, monkeypatch, tmp_path)
-    assert env["machine_profile"] == "H100-80GB-HBM3x1_drv535_cu13.0_torch2.11.0_nccl2.27"
+    assert env["machine_profile"] == "H200x1_drv580_cu13.0_torch2.11.0_nccl2.28"  # as on the H200 itself
     nvml = env["gpu"]["nvml"]
     assert nvml["available"] and nvml["gpus"][0]["compute_mode"] == "default"
-    assert nvml["gpus"][0]["memory_total_bytes"] == 81559 * 2**20
+    assert nvml["gpus"][0]["memory_total_bytes"] == 150754820096
 
 
 @pytest.mark.parametrize(
@@ -239,12 +239,12 @@ def test_without_nvml_the_devices_total_stands_in_and_the_note_says_so(
     why = env["gpu"]["nvml"]["why"]
     assert not env["gpu"]["nvml"]["available"] and why
     assert layout_for("auto", "cuda", 1, env, gpu_metrics(30.0)).why == (
-        f"2 x (30.0 GiB peak reserved + 1.0 GiB per process) ≤ 79.1 GiB total, free unknown: {why}"
+        f"2 x (30.0 GiB peak reserved + 1.0 GiB per process) ≤ 139.8 GiB total, free unknown: {why}"
     )
     # env.json written before NVML was read: no gpu.nvml at all.
     del env["gpu"]["nvml"]
-    assert layout_for("auto", "cuda", 1, env, gpu_metrics(61.2)).why == (
-        "2 x (61.2 GiB peak reserved + 1.0 GiB per process) > 79.1 GiB total, "
+    assert layout_for("auto", "cuda", 1, env, gpu_metrics(70.0)).why == (
+        "2 x (70.0 GiB peak reserved + 1.0 GiB per process) > 139.8 GiB total, "
         "free unknown: no NVML in env.json"
     )
     assert layout_for("auto", "cuda", 1, None, gpu_metrics(1.0)) == Layout(

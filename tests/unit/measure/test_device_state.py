@@ -1,5 +1,6 @@
 """Device state from NVML (measure/device.py) against the fake NVML (tests/support/fake_nvml), which
-answers from a recording of an H100 SXM; and benchmarks/record_nvml.py, which writes such recordings."""
+answers from a recording of an NVIDIA H200 (the GPU check's machine, 2026-11-28); and
+benchmarks/record_nvml.py, which writes such recordings."""
 
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ from benchgate.measure.device import (
 from benchgate.measure.device_state import device_state_block, reason_names
 
 REPO = Path(__file__).resolve().parents[3]
-RECORDING = REPO / "tests" / "data" / "nvml-h100-sxm.json"
-UUID = "GPU-9221d5d1-b60b-a624-bf14-0a1819cfda3b"
+RECORDING = REPO / "tests" / "data" / "nvml-h200.json"
+UUID = "GPU-4a170c9a-0f4f-c4f1-a51d-5c938aeb3497"
 # Long enough that the sampling thread never runs within a test: the samples are the two at the ends.
 NO_THREAD_SAMPLES = 60.0
 
@@ -45,19 +46,20 @@ def window(recorder: WindowRecorder, during: Any = None, sleep_s: float = 0.0) -
     return recorder.stop()
 
 
-def test_identity_reads_the_recorded_h100(nvml: ModuleType) -> None:
+def test_identity_reads_the_recorded_h200(nvml: ModuleType) -> None:
     found = identity()
     assert found["available"] is True and found["why"] is None
-    assert found["driver"] == "535.129.03" and found["nvml_version"] == "12.535.129.03"
+    assert found["driver"] == "580.159.04" and found["nvml_version"] == "13.580.159.04"
+    # What identity() returned on the H200 itself (benchmarks/gpu_check.py S0, docs/benchmarks.md "GPU").
     assert found["gpus"] == [
         {
             "index": 0,
             "uuid": UUID,
-            "name": "NVIDIA H100 80GB HBM3",
-            "serial": "0000000000000",
-            "pci_bus_id": "00000000:62:00.0",
-            "memory_total_bytes": 81559 * 2**20,
-            "memory_free_bytes": 81555 * 2**20,
+            "name": "NVIDIA H200",
+            "serial": "1654124006944",
+            "pci_bus_id": "00000000:00:06.0",
+            "memory_total_bytes": 150754820096,
+            "memory_free_bytes": 150106472448,
             "mig_mode": "disabled",
             "ecc_mode": "enabled",
             "compute_mode": "default",
@@ -65,9 +67,9 @@ def test_identity_reads_the_recorded_h100(nvml: ModuleType) -> None:
             "power_limit_w": 700.0,
             "default_power_limit_w": 700.0,
             "max_sm_clock_mhz": 1980,
-            "max_mem_clock_mhz": 2619,
+            "max_mem_clock_mhz": 3201,
             "application_sm_clock_mhz": 1980,
-            "vbios": "96.00.99.00.01",
+            "vbios": "96.00.A5.00.1A",
         }
     ]
     assert nvml._refcount == 0  # every session shut NVML down again
@@ -115,9 +117,9 @@ def test_without_a_driver_nothing_raises(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_current_state_of_an_idle_gpu(nvml: ModuleType) -> None:
     assert current_state(0) == {
         "sm_clock_mhz": 345,
-        "mem_clock_mhz": 2619,
-        "power_w": 69.0,
-        "temperature_c": 25,
+        "mem_clock_mhz": 3201,
+        "power_w": 80.518,
+        "temperature_c": 40,
         "throttle_reasons": ["gpu_idle"],
     }
     with pytest.raises(ValueError, match=r"NVML device index: got 1, but NVML sees 1 GPU\(s\)"):
@@ -132,8 +134,8 @@ def test_a_window_without_throttling(nvml: ModuleType) -> None:
     assert measured["power_violation_s"] == 0.0 and measured["thermal_violation_s"] == 0.0
     assert measured["samples"] == 2
     assert measured["sm_clock_mhz"] == {"min": 345.0, "mean": 345.0, "max": 345.0}
-    assert measured["power_w"] == {"mean": 69.0, "max": 69.0}
-    assert measured["temperature_c"] == {"max": 25.0}
+    assert measured["power_w"] == {"mean": 80.518, "max": 80.518}
+    assert measured["temperature_c"] == {"max": 40.0}
     assert measured["uuid"] == UUID and measured["nvml_index"] == 0
     assert nvml._refcount == 0
 
@@ -277,7 +279,7 @@ def record(tmp_path: Path) -> dict[str, Any]:
 
 def test_recording_the_fake_reproduces_its_recording(nvml: ModuleType, tmp_path: Path) -> None:
     recorded, seed = record(tmp_path), json.loads(RECORDING.read_text())
-    assert recorded["recorded"] is True and recorded["date"] and recorded["driver"] == "535.129.03"
+    assert recorded["recorded"] is True and recorded["date"] and recorded["driver"] == "580.159.04"
     assert (recorded["system"], recorded["devices"]) == (seed["system"], seed["devices"])
 
 
@@ -290,7 +292,8 @@ def test_a_recorded_error_round_trips(monkeypatch: pytest.MonkeyPatch, tmp_path:
     assert window(WindowRecorder(0, NO_THREAD_SAMPLES))["energy_j"] is None
 
 
-def test_the_seeded_recording_names_a_source_for_every_answer() -> None:
+def test_the_recording_is_a_real_gpus() -> None:
+    # Recorded by benchmarks/record_nvml.py on the GPU check's machine, not written by hand.
     seed = json.loads(RECORDING.read_text())
-    assert seed["recorded"] is False  # until benchmarks/record_nvml.py replaces it on a GPU
-    assert set(seed["system"]) | set(seed["devices"][0]) <= set(seed["source"])
+    assert seed["recorded"] is True and seed["date"] and seed["nvidia_ml_py"]
+    assert seed["source"] == {"*": "recorded from NVML: GPU 0"}

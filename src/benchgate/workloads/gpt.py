@@ -82,7 +82,9 @@ class GPT(nn.Module):
             elif isinstance(module, nn.Embedding):
                 nn.init.normal_(module.weight, std=0.02)
         for block in self.blocks:
-            for projection in (block.proj, block.mlp[2]):  # type: ignore[union-attr,index]
+            assert isinstance(block, Block)
+            for projection in (block.proj, block.mlp[2]):
+                assert isinstance(projection, nn.Linear)
                 nn.init.normal_(projection.weight, std=0.02 / (2 * n_layers) ** 0.5)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:

@@ -67,25 +67,6 @@ class GPT(nn.Module):
         self.pos = nn.Embedding(size.seq_len, size.d_model)
         self.blocks = nn.ModuleList(Block(size) for _ in range(size.n_layers))
         self.ln_f = nn.LayerNorm(size.d_model)
-        self._init_weights(size.n_layers)
-
-    def _init_weights(self, n_layers: int) -> None:
-        """GPT-2's initialisation. torch's defaults (embeddings N(0, 1)) make the tied head's logits of
-        standard deviation sqrt(d): a first loss of ~450 at d=768 instead of ln(256) = 5.5, and a
-        perplexity of millions after the eval's training. Each block's two residual projections are
-        scaled by 1/sqrt(2 x layers), so the residual stream's variance stays put with depth."""
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.normal_(module.weight, std=0.02)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, std=0.02)
-        for block in self.blocks:
-            assert isinstance(block, Block)
-            for projection in (block.proj, block.mlp[2]):
-                assert isinstance(projection, nn.Linear)
-                nn.init.normal_(projection.weight, std=0.02 / (2 * n_layers) ** 0.5)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         positions = torch.arange(tokens.shape[1], device=tokens.device)

@@ -1,7 +1,8 @@
 """The A/B task: the base commit against the candidate, interleaved on one node, for the world sizes
 compare could not decide (the screen's timing rows). It runs the code under test, so it holds no
 tracking credential and mounts no volume; the trusted `publish` task (kfp/trusted.py) publishes what it
-decided. Split from tasks.py, whose other task bodies are each a read-call-write over one stage.
+decided. A module of its own: it checks out two commits and runs rounds of both, where each body in
+tasks.py is one read, one stage and one write.
 """
 
 from __future__ import annotations

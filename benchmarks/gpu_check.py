@@ -15,7 +15,8 @@ recorded in summary.json as it ends (a timeout still returns what finished):
                   measured ceiling, memory by phase, the NVML window (energy per token, clocks, throttling)
     S3_aa         A/A rounds (layout auto) and what the gate can resolve here (`ab/power.py`)
     S4_ab_6pct    A/B against a candidate of ~+6% FLOPs (extra residual layers), layout auto
-    S5_ab_12pct   A/B against ~+12% FLOPs, layout sequential (one side alive at a time)
+    S5_ab_12pct   A/B against ~+12% FLOPs, layout sequential (one side alive at a time), then its
+                  explaining round (ab/explain.py): the kernels and operators behind the change
     S6_fsdp2      gpt-small under FSDP2 on a one-GPU mesh: NCCL, the workload's parallelize, the count
     S7_trace      a profiler trace, which must hold CUDA kernels
     S8_sync_cost  the bench again with bench.sync_every = 10: what a sync per step costs
@@ -255,7 +256,7 @@ def run_steps(check: Check, torch: Any) -> None:
 
         return run
 
-    def ab(name: str, target_pct: float, layout: str) -> Callable[[], dict[str, Any]]:
+    def ab(name: str, target_pct: float, layout: str, explain: bool = False) -> Callable[[], dict[str, Any]]:
         def run() -> dict[str, Any]:
             from benchgate.ab.power import plan
             from benchgate.ab.runner import Side, run_ab
@@ -309,7 +310,24 @@ def run_steps(check: Check, torch: Any) -> None:
                     ab_settings.max_rounds,
                     ab_settings.max_seconds,
                 ).to_dict()
+            explained = None
+            if explain:  # the explaining round on CUDA: kernels by their launching step, its cost
+                from benchgate.ab.explain import explain_ab
+
+                block = explain_ab(config, outcome, work / name / "ab" / "ws1", sides["A"], sides["B"], None)
+                explained = {
+                    "top": [
+                        {k: e[k] for k in ("op", "kind", "change_ms_per_step", "ci", "share_pct", "only_in")}
+                        for e in block["entries"][:5]
+                    ],
+                    "kernels_in_entries": sum(e["kind"] == "cuda" for e in block["entries"]),
+                    "explained_by_top_pct": block.get("explained_by_top_pct"),
+                    "measured": block.get("measured"),
+                    "seconds": block.get("seconds"),
+                    "decision_seconds": block.get("decision_seconds"),
+                }
             return {
+                "explained": explained,
                 "extra_layers": extra,
                 "expected_flops_pct": None if not counted else 100 * extra * per_layer / counted,
                 "layout": saved.get("layout"),
@@ -373,7 +391,7 @@ def run_steps(check: Check, torch: Any) -> None:
     check.step("S2_bench", bench("S2_bench"))
     check.step("S3_aa", ab("S3_aa", 0.0, "auto"))
     check.step("S4_ab_6pct", ab("S4_ab_6pct", 6.0, "auto"))
-    check.step("S5_ab_12pct", ab("S5_ab_12pct", 12.0, "sequential"))
+    check.step("S5_ab_12pct", ab("S5_ab_12pct", 12.0, "sequential", explain=True))
     check.step(
         "S6_fsdp2", bench("S6_fsdp2", **{"bench.workload_args": {"size": args.size, "parallel": "fsdp2"}})
     )

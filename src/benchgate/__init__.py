@@ -11,8 +11,8 @@ Words used throughout, one meaning each:
 - a **launch** is starting torchrun for one world size (measure/launch.py).
 
 The folders follow the run, each importing only the ones below it (checked by `make lint`):
-errors, _version < config_types, kit < config < results < workloads, data < store < tracking <
-measure < checks < ab < history < publish < suite < kfp < ranges < controller < cli.
+errors, _version < config_types, kit < config < results < attribution < workloads, data < store <
+tracking < measure < checks < ab < history < publish < suite < kfp < ranges < controller < cli.
 docs/architecture.md draws it.
 
 Names are imported on first use (PEP 562), so a light pipeline task such as the gate does not pay for

@@ -323,6 +323,19 @@ class ABConfig(_Model):
         "since anything else running lands on the ranks' cores and no number of rounds decides. 1: A/B "
         "on a quiet host with exactly N cores; 0: never skip.",
     )
+    explain: Literal["fail", "always", "never"] = Field(
+        "fail",
+        description="When an A/B runs profiled rounds after its decision, to name the operators behind the "
+        "change (compare.json `attribution`): fail (after a FAIL), always (`benchgate run --explain`), "
+        "never.",
+    )
+    explain_rounds: Int = Field(
+        1,
+        ge=1,
+        le=2,
+        description="Profiled rounds per world size when explaining (interleaved or sequential as the "
+        "decision's); they come after the decision and never count in it.",
+    )
     max_seconds: Float = Field(
         600.0,
         gt=0,

@@ -93,6 +93,17 @@ def test_bisect_names_the_culprit_within_the_decision_bound(
     assert record["status"] == "CULPRIT" and record["exit_code"] == 1
     assert record["culprit"]["sha"] == culprit and record["culprit"]["vs_good"]["status"] == "FAIL"
     assert record["culprit"]["own"]["change_pct"] < -30
+    # The culprit's own FAIL is explained as a gate run's is: profiled rounds name what its extra layers
+    # cost (their matmuls and GELUs), with the traces kept in its step's directory.
+    attribution = record["culprit"]["attribution"]
+    assert attribution["decision"] == "FAIL" and attribution["entries"], attribution
+    assert attribution["entries"][0]["change_ms_per_step"] > 0
+    own = next(
+        s for s in record["steps"] if s["base"] == record["culprit"]["parent"] and s["candidate"] == culprit
+    )
+    step_dir = repo / "out-culprit" / Path(own["ab_json"]).parts[0]
+    assert attribution["traces"] and all((step_dir / trace).is_file() for trace in attribution["traces"])
+    assert "  Why ws=1 is slower: 1 profiled round(s) per side" in result.stdout
     for number, step in enumerate(record["steps"], start=1):
         assert step["step"] == number
         ab = read_json(repo / "out-culprit" / step["ab_json"])

@@ -113,6 +113,7 @@ def apply_ab(
         checks,
         list(comparison.notes),
         comparison.on_unknown,
+        dict(comparison.attribution),
     )
 
 

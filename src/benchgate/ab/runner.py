@@ -75,6 +75,8 @@ class ABOutcome:
     # Every A/B was interleaved before layouts could be chosen; run_ab always states its own.
     layout: Layout = field(default_factory=lambda: Layout("interleaved", "no layout stated"))
     length: RoundLength | None = None  # the rounds' steps per side and why (None: not stated)
+    # What the change is made of, from profiled rounds after the decision (ab/explain.py); None: not run.
+    attribution: dict[str, Any] | None = None
 
     def to_dict(self, base: Side, candidate: Side) -> dict[str, Any]:
         return {
@@ -86,6 +88,7 @@ class ABOutcome:
             "seconds": self.seconds,
             "decision": self.decision.to_dict(),
             "rounds": self.rounds,
+            **({"attribution": self.attribution} if self.attribution is not None else {}),
         }
 
 
@@ -134,8 +137,12 @@ def run_round(
     gpus: int | None,
     seed: int,
     steps: int | None = None,
+    op_trace: bool = False,
+    op_trace_memory: bool = False,
 ) -> dict[str, Any]:
-    """One round: both sides launched at once, taking turns; returns the round's figures.
+    """One round: both sides launched at once, taking turns; returns the round's figures. `op_trace`:
+    both sides profile their measured steps (an explaining round, ab/explain.py), with allocations where
+    `op_trace_memory`.
 
     Which side launches first is drawn from `seed` (ab/round_plan.launch_order): the first launch builds
     its model on a quieter host and earlier in memory, and always giving that slot to the base made the
@@ -159,6 +166,8 @@ def run_round(
                 source_paths=side.source_paths,
                 turns=(coordinator.address, label),
                 pin_cores=config.gate.ab.pin_cores,
+                op_trace=op_trace,
+                op_trace_memory=op_trace_memory,
             )
             for label, side in sides.items()
         }
@@ -202,6 +211,8 @@ def run_sequential_round(
     index: int,
     steps: int | None = None,
     first: str = "AB",
+    op_trace: bool = False,
+    op_trace_memory: bool = False,
 ) -> dict[str, Any]:
     """One round of the sequential layout: a plain launch of each side at the round's steps, one after
     the other in `sequential_order(index, first)`; returns the round's figures as `run_round` does.
@@ -226,6 +237,8 @@ def run_sequential_round(
                 gpus,
                 source_paths=sides[label].source_paths,
                 count_flops=False,  # a round's step times are all that is read
+                op_trace=op_trace,
+                op_trace_memory=op_trace_memory,
             )
         except BenchgateError as e:
             raise _first_cause({label: e}, sides) from None

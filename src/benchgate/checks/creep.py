@@ -180,4 +180,5 @@ def with_creep(
         checks,
         [*comparison.notes, *notes],
         comparison.on_unknown,
+        dict(comparison.attribution),
     )

@@ -137,7 +137,19 @@ def _fail_steps(comparison: Comparison, where: str, artifact: str | None) -> lis
     failed = [c for c in comparison.checks if c.status == "FAIL"]
     steps = []
     by_ab = [c for c in failed if c.metric == TIMING and c.decided_by == "ab"]
-    if by_ab and artifact is not None:
+    explained = [c for c in by_ab if str(c.world_size) in comparison.attribution]
+    if explained:  # the operators are named under the table: reading them is the next step
+        ws = explained[0].world_size
+        traces = (
+            f"{where}/ab/ws{ws}/explain/"
+            if artifact is None
+            else f"ab/ws{ws}/explain/ of the `{artifact}` artifact"
+        )
+        steps.append(
+            f'read "Why ws={ws} is slower" under the table: the operators the slowdown is made of; the '
+            f"profiled rounds' traces are in {traces} (Perfetto or TensorBoard)"
+        )
+    elif by_ab and artifact is not None:
         ws = by_ab[0].world_size
         steps.append(
             f"download the `{artifact}` artifact of this job: its report.html shows the A/B rounds behind "

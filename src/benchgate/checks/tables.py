@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from benchgate.attribution.lines import attribution_lines
 from benchgate.checks.next_steps import next_steps
 from benchgate.checks.paired import shown_figures
 from benchgate.results.comparison import TIMING, Check, Comparison
@@ -199,6 +200,8 @@ def print_verdict(comparison: Comparison, console: Console) -> None:
     console.print(table)
     for line in footnote_lines(comparison):
         console.print(escape(line), highlight=False)
+    for line in attribution_lines(comparison):  # what an explained A/B's change is made of
+        console.print(escape(line), highlight=False)
     for note in comparison.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
     style = STATUS_STYLE[comparison.verdict]
@@ -218,6 +221,12 @@ def step_lines(comparison: Comparison, out_dir: Path | None) -> list[str]:
     return steps
 
 
+def why_block(comparison: Comparison) -> list[str]:
+    """The attribution's lines as a Markdown code block (they are aligned text), or nothing."""
+    why = attribution_lines(comparison)
+    return ["", "```text", *why, "```"] if why else []
+
+
 def markdown(comparison: Comparison, out_dir: Path | None = None) -> str:
     """compare.md: the verdict, what to do next, the table, then how each row was decided (folded)."""
     lines = [f"### benchgate verdict: **{comparison.verdict}** (exit {comparison.exit_code})", ""]
@@ -233,6 +242,7 @@ def markdown(comparison: Comparison, out_dir: Path | None = None) -> str:
         "|" + "---|" * len(HEADER),
     ]
     lines += ["| " + " | ".join([*row.cells, row.status_text()]) + " |" for row in table_rows(comparison)]
+    lines += why_block(comparison)
     explained = footnote_lines(comparison)
     if explained:
         # GitHub renders Markdown inside <details> only after a blank line.

@@ -20,6 +20,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from benchgate.ab.decision import ABDecision
+from benchgate.attribution.lines import block_lines
 from benchgate.cli.mlflow_access import mlflow_ui_command
 from benchgate.cli.progress_lines import ProgressLines
 from benchgate.cli.run_output import LiveSteps, step_display
@@ -153,6 +154,12 @@ def _print_outcome(report: BisectReport, span: BisectRange) -> None:
             )
         elif found.own.status != "FAIL":
             _say("  its own change could not be decided; its change vs good could")
+        attribution = (report.record.get("culprit") or {}).get("attribution")
+        if attribution:  # the operators behind the culprit's own slowdown, as a gate run's FAIL says
+            for line in block_lines(
+                str(attribution.get("world_size", "")), attribution, found.own.change_pct
+            ):
+                _say(f"  {line}")
     _say(f"results: {report.path}")
     tracking = report.record.get("tracking") or {}
     if tracking.get("run_id"):

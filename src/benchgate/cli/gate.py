@@ -123,6 +123,16 @@ def run(
         float | None,
         config_option(metavar="SECONDS", text="Collective timeout per rank.", key="bench.timeout_s"),
     ] = None,
+    explain: Annotated[
+        bool | None,
+        config_option(
+            "--explain/--no-explain",
+            text="After every A/B, profiled rounds name the operators behind the change (compare.json "
+            "attribution); --no-explain: not even after a FAIL.",
+            key="gate.ab.explain",
+            shown="after a FAIL",
+        ),
+    ] = None,
     commit: Annotated[
         str,
         option(
@@ -173,6 +183,7 @@ def run(
             "bench.timeout_s": timeout_s,
             "eval.enabled": eval_,
             "trace.enabled": trace,
+            "gate.ab.explain": None if explain is None else ("always" if explain else "never"),
             "gate.baseline_dir": baseline_dir,
             "gate.update_baseline": None
             if update_baseline is None

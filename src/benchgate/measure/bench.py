@@ -45,6 +45,7 @@ from benchgate.measure.env import capture_environment, launch_gpus
 from benchgate.measure.gpu_required import require_visible_gpu
 from benchgate.measure.launch import resolve_threads
 from benchgate.measure.mfu import count_flops_or_why, launch_count, mfu_block
+from benchgate.measure.op_trace import profiled
 from benchgate.measure.steps import (
     DriftReference,
     StepTimer,
@@ -99,6 +100,8 @@ def run_worker(
     source_paths: Sequence[str] = (),
     per_launch: int | None = None,
     count_flops: bool = True,
+    op_trace: Path | None = None,
+    op_trace_memory: bool = False,
 ) -> dict[str, Any] | None:
     """Run this rank's benchmark; rank 0 returns (and writes) the metrics, other ranks return None.
 
@@ -106,6 +109,8 @@ def run_worker(
     itself is imported, so the harness is the same for both sides of an A/B round and only the
     workload comes from the checkout. `per_launch`: the GPUs the run's largest launch uses, which the
     machine profile names (env.json's, so that every bench task writes the profile the env task did).
+    `op_trace`: profile the measured steps into this directory, one trace per rank (measure/op_trace.py),
+    with allocations where `op_trace_memory`.
     """
     rank = int(os.environ.get("RANK", "0"))
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
@@ -172,10 +177,13 @@ def run_worker(
     with (
         sampling(rank == 0 and tracking.enabled and tracking.system_metrics) as sampler,
         device_window(str(torch.cuda.get_device_properties(device).uuid) if cuda else None) as window,
+        profiled(op_trace, rank, device, op_trace_memory) as marked,
     ):
         if turns is not None:
             turns.ready()  # set up: none of this side's setup overlaps the other side's first timed step
-        losses = run_steps(trainer, bench.steps, timer, rank == 0, bench.sync_every, reference, turns)
+        losses = run_steps(
+            trainer, bench.steps, timer, rank == 0, bench.sync_every, reference, turns, mark_steps=marked
+        )
     if turns is not None:
         turns.finish()  # both sides' last steps are done: this side's teardown times nothing
     per_rank_times = timer.seconds()
@@ -308,13 +316,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source-path", action="append", default=[], help="code under test (repeatable)")
     parser.add_argument("--per-launch", type=int, help="GPUs the run's largest launch uses (the profile's)")
     parser.add_argument("--no-count", action="store_true", help="skip the FLOP count (an A/B round's launch)")
+    parser.add_argument("--op-trace", type=Path, help="profile the measured steps: one trace per rank here")
+    parser.add_argument("--op-trace-memory", action="store_true", help="with --op-trace: record allocations")
     args = parser.parse_args(argv)
     # A rank outliving torchrun (killed by -9 or the OOM killer) would hold its core and its peers' port.
     lifeline.die_with_parent(signal.SIGKILL)
     try:
         config = RunConfig.model_validate(json.loads(args.config.read_text()))
         turn_taking = TurnTaking(args.turns, args.side, not args.no_pin) if args.turns else None
-        run_worker(config, args.out, turn_taking, args.source_path, args.per_launch, not args.no_count)
+        run_worker(
+            config,
+            args.out,
+            turn_taking,
+            args.source_path,
+            args.per_launch,
+            not args.no_count,
+            args.op_trace,
+            args.op_trace_memory,
+        )
     except BaseException as exc:  # any failure, KeyboardInterrupt included, is reported for its rank
         _write_rank_error(args.errors_dir, exc)
         print(

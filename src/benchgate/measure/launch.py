@@ -54,6 +54,8 @@ def uses_cuda(device: str, gpus: int) -> bool:
 # different CPU counts must not be refused as different setups. A GPU rank's host work (the Python loop,
 # a batch, the launches) uses few threads.
 GPU_THREADS_WITHOUT_QUOTA = 4
+# Where a profiled launch (stage_bench(op_trace=True)) writes its ranks' traces, under its out_dir.
+OP_TRACE_DIR = "op-trace"
 
 
 def resolve_threads(
@@ -143,6 +145,8 @@ def stage_bench(
     node: NodeLayout | None = None,
     per_launch: int | None = None,
     count_flops: bool = True,
+    op_trace: bool = False,
+    op_trace_memory: bool = False,
 ) -> Path:
     """Run the benchmark at `world_size` under torchrun; returns the metrics file rank 0 wrote.
 
@@ -156,7 +160,9 @@ def stage_bench(
     `per_launch`: the GPUs the run's largest launch uses (env.json's `gpu.per_launch`), which the
     metrics' machine profile names as env.json's does, whatever this pod sees. `count_flops` off skips
     the FLOP count (an A/B round's launch, whose step times are all that is read); a launch that takes
-    turns never counts.
+    turns never counts. `op_trace`: the measured steps run under torch.profiler, each rank writing its
+    trace into `<out_dir>/op-trace/` (measure/op_trace.py; an A/B's explaining round), with allocations
+    where `op_trace_memory`.
     """
     gpus = visible_gpus() if gpus is None else gpus
     local_ranks = world_size
@@ -199,6 +205,8 @@ def stage_bench(
         *(["--no-pin"] if turns and not pin_cores else []),
         *(["--per-launch", str(per_launch)] if per_launch else []),
         *([] if count_flops else ["--no-count"]),
+        *(["--op-trace", str(out_dir / OP_TRACE_DIR)] if op_trace else []),
+        *(["--op-trace-memory"] if op_trace and op_trace_memory else []),
     )
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
     with open(log_path, "w", encoding="utf-8") as log:

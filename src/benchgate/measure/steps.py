@@ -12,12 +12,14 @@ synchronously); the windows and turns are the same, only the synchronise is CUDA
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
 import torch
 
 from benchgate.kit.progress import PROGRESS_PREFIX
+from benchgate.measure.op_trace import step_range
 from benchgate.measure.turns import TurnClient, steps_per_turn
 from benchgate.workloads.contract import check_loss
 from benchgate.workloads.training import Trainer
@@ -81,8 +83,11 @@ def run_steps(
     sync_every: int,
     reference: DriftReference | None = None,
     turns: TurnClient | None = None,
+    mark_steps: bool = False,
 ) -> list[float]:
-    """Run `n` steps in windows (see the module's docstring); returns the losses, read after the last."""
+    """Run `n` steps in windows (see the module's docstring); returns the losses, read after the last.
+
+    `mark_steps`: each step is a profiler range (measure/op_trace.step_range), for a profiled launch."""
     losses = []
     every = max(1, n // 20)
     cuda = trainer.device.type == "cuda"
@@ -92,7 +97,8 @@ def run_steps(
             turns.wait()
         if timer:
             timer.start(i)
-        losses.append(trainer.step())
+        with step_range(i) if mark_steps else contextlib.nullcontext():
+            losses.append(trainer.step())
         if timer:
             timer.stop(i)
         if reference is not None:

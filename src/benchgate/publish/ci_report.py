@@ -42,7 +42,7 @@ from typing import Any
 
 from benchgate.checks.next_steps import next_steps
 from benchgate.checks.paired import shown_figures
-from benchgate.checks.tables import _change, _interval, _number, table_rows
+from benchgate.checks.tables import _change, _interval, _number, table_rows, why_block
 from benchgate.errors import BenchgateError
 from benchgate.kit.diskfaults import writing
 from benchgate.kit.files import read_json_object, write_text
@@ -136,6 +136,7 @@ def summary_markdown(comparison: Comparison, published: dict[str, Any], out_dir:
     if flagged:
         lines.append("")
         lines += [f"- {_cell(c.name)}: {c.status}. {_cell(c.note or c.rule)}".rstrip() for c in flagged]
+    lines += why_block(comparison)  # the operators behind an explained A/B's change
     lines += [f"\n> {_cell(note)}" for note in comparison.notes]
     if steps:
         # The steps are benchgate's own sentences, commands already in backticks: Markdown as written.

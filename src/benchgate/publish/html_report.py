@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchgate.attribution.lines import attribution_lines
 from benchgate.checks import tables as report
 from benchgate.publish.ab_report import ABReport, ab_html
 from benchgate.publish.plots import ab_steps_png, current_point, step_time_png, trend_png, world_sizes
@@ -54,6 +55,9 @@ def _table(comparison: Comparison) -> str:
         cells.append(f'<td style="{_status_css(row.status)}">{html.escape(row.status_text())}</td>')
         body.append(f"<tr>{''.join(cells)}</tr>")
     table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    why = attribution_lines(comparison)
+    if why:  # what an explained A/B's change is made of: aligned text, as the terminal prints it
+        table += f'<pre class="attribution">{html.escape(chr(10).join(why))}</pre>'
     explained = report.footnote_lines(comparison)
     if not explained:
         return table

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from benchgate.ab.decision import ABDecision
+from benchgate.ab.explain import explain_ab, wants_explanation
 from benchgate.ab.layout import Layout
 from benchgate.ab.round_plan import round_steps
-from benchgate.ab.runner import AB_FILE, Side, ab_layout, round_config, run_ab
+from benchgate.ab.runner import AB_FILE, ABOutcome, Side, ab_layout, round_config, run_ab
 from benchgate.config import RunConfig
 from benchgate.errors import EXIT_RUN_FAILED, BenchgateError, ConfigError
 from benchgate.kit.diskfaults import writing
@@ -53,6 +54,8 @@ WORKTREES_DIR = "worktrees"
 PROBE_DIR = "probe"
 # An A/B step that ends UNKNOWN is resumed once with this many times its round budget.
 MORE_ROUNDS_FACTOR = 2
+# Where _search leaves the culprit's attribution for run_bisect (the worktrees it needs are gone after).
+CULPRIT_ATTRIBUTION = "_culprit_attribution"
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,9 @@ class _ABSteps:
         self.out, self.trees, self.listener, self.layout = out, trees, listener, layout
         self.dirs: dict[tuple[str, str], str] = {}
         self.seconds: dict[tuple[str, str], float] = {}
+        self.outcomes: dict[
+            tuple[str, str], ABOutcome
+        ] = {}  # each pair's latest, for the culprit's explanation
 
     def __call__(
         self, base: str, candidate: str, more_rounds: bool = False, tolerance_pct: float | None = None
@@ -189,15 +195,34 @@ class _ABSteps:
             config,
             self.world_size,
             self.out.path / self.dirs[pair],
-            Side(f"base {base[:12]}", base, self.trees.import_paths(base)),
-            Side(f"candidate {candidate[:12]}", candidate, self.trees.import_paths(candidate)),
+            *self.sides(base, candidate),
             self.gpus,
             step_s=self.step_s,
             resume=more_rounds,
             layout=self.layout,
         )
         self.seconds[pair] = self.seconds.get(pair, 0.0) + time.monotonic() - started
+        self.outcomes[pair] = outcome
         return outcome.decision
+
+    def sides(self, base: str, candidate: str) -> tuple[Side, Side]:
+        return (
+            Side(f"base {base[:12]}", base, self.trees.import_paths(base)),
+            Side(f"candidate {candidate[:12]}", candidate, self.trees.import_paths(candidate)),
+        )
+
+    def explain(self, parent: str, culprit: str) -> dict[str, Any] | None:
+        """The culprit's own A/B (against its parent) explained as a gate run's FAIL is (ab/explain.py):
+        profiled rounds after its decision, in its step's directory. None where that A/B did not run or
+        gate.ab.explain does not ask for it."""
+        outcome = self.outcomes.get((parent, culprit))
+        if outcome is None or not wants_explanation(self.config, outcome.decision.status):
+            return None
+        ws_dir = self.out.path / self.dirs[(parent, culprit)] / "ab" / f"ws{self.world_size}"
+        try:
+            return explain_ab(self.config, outcome, ws_dir, *self.sides(parent, culprit), self.gpus)
+        except BenchgateError as e:  # the culprit is found; its explanation never costs the answer
+            return {"world_size": self.world_size, "entries": [], "why": f"the profiled rounds failed: {e}"}
 
     def ab_json(self, step: Step) -> str:
         """Where step's ab.json is, relative to the out dir."""
@@ -215,11 +240,15 @@ def _remaining(span: BisectRange, first: int, last: int) -> dict[str, Any] | Non
     return {"first": span.commits[first].sha, "last": span.commits[last].sha, "commits": last - first + 1}
 
 
-def _outcome(span: BisectRange, found: Bisection, culprit: CommitInfo | None) -> dict[str, Any]:
+def _outcome(
+    span: BisectRange, found: Bisection, culprit: CommitInfo | None, attribution: dict[str, Any] | None
+) -> dict[str, Any]:
     culprit_entry = None
     if culprit is not None and found.vs_good is not None and found.own is not None:
         changes = {"parent": found.parent, "vs_good": found.vs_good.to_dict(), "own": found.own.to_dict()}
         culprit_entry = culprit.to_dict() | changes
+        if attribution is not None:  # what the culprit's own slowdown is made of (ab/explain.py)
+            culprit_entry["attribution"] = attribution
     return {
         "status": found.status,
         "exit_code": found.exit_code,
@@ -262,7 +291,8 @@ def run_bisect(
                 _save(path, record)
             raise
         culprit = commit_info(span.repo, found.culprit) if found.culprit is not None else None
-        record |= _outcome(span, found, culprit) | {"seconds": time.monotonic() - started}
+        attribution = record.pop(CULPRIT_ATTRIBUTION, None)
+        record |= _outcome(span, found, culprit, attribution) | {"seconds": time.monotonic() - started}
         _save(path, record)
         report = BisectReport(found, record, path, culprit, notes=record["notes"])
         if config.tracking.enabled:
@@ -326,7 +356,10 @@ def _search(
                 listener.step_decided(step, subjects.get(step.candidate, ""))
 
         commits = [c.sha for c in span.commits]
-        return bisect(span.good.sha, commits, steps, lambda sha: first_parent(span.repo, sha), decided)
+        found = bisect(span.good.sha, commits, steps, lambda sha: first_parent(span.repo, sha), decided)
+        if found.culprit is not None and found.parent is not None:  # while the worktrees exist
+            record[CULPRIT_ATTRIBUTION] = steps.explain(found.parent, found.culprit)
+        return found
 
 
 def _step_entry(step: Step, steps: _ABSteps, span: BisectRange) -> dict[str, Any]:

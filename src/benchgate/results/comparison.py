@@ -85,6 +85,8 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     # What an UNKNOWN verdict does to the exit code (gate.on_unknown): "fail" (exit 4) or "neutral" (0).
     on_unknown: str = "fail"
+    # Per world size ("1", "2"), what an explained A/B's change is made of (attribution/attribute.py).
+    attribution: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def verdict(self) -> Verdict:
@@ -110,6 +112,7 @@ class Comparison:
             "baseline_path": self.baseline_path,
             "notes": self.notes,
             "checks": [asdict(c) for c in self.checks],
+            **({"attribution": self.attribution} if self.attribution else {}),
         }
 
     @classmethod
@@ -122,7 +125,13 @@ class Comparison:
         rows = [_validated(_CheckRow, row, source, ("checks", i)) for i, row in enumerate(read.checks)]
         checks = [Check(**row.model_dump()) for row in rows]
         return cls(
-            read.machine_profile, read.workload, read.baseline_path, checks, list(read.notes), read.on_unknown
+            read.machine_profile,
+            read.workload,
+            read.baseline_path,
+            checks,
+            list(read.notes),
+            read.on_unknown,
+            dict(read.attribution),
         )
 
 
@@ -148,6 +157,7 @@ class _ComparisonFile(BaseModel):
     checks: list[Any]
     notes: list[str]
     on_unknown: Literal["fail", "neutral"] = "fail"
+    attribution: dict[str, dict[str, Any]] = {}  # absent before attribution existed
 
 
 # Fields added after compare.json files were first written: optional, read as their default when absent.

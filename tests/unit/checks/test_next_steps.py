@@ -125,3 +125,16 @@ def test_fail_points_at_its_evidence() -> None:
         Tolerances(),
     )
     assert eval_only.verdict == "FAIL" and next_steps(eval_only, OUT) == []
+
+
+def test_an_explained_fail_points_at_its_operators_and_traces() -> None:
+    decided = apply_ab(screen_unknown(), outcome([-0.2] * 4), Tolerances(), ABConfig())
+    assert decided.timing(1).status == "FAIL"  # type: ignore[union-attr]
+    (before,) = next_steps(decided, OUT)
+    assert before.startswith("the A/B rounds behind the FAIL are in /runs/r1/ab/ws1/ab.json")
+    decided.attribution["1"] = {"entries": [{"op": "aten::cumsum"}]}  # the step reads only that it exists
+    (step,) = next_steps(decided, OUT)
+    assert step.startswith('read "Why ws=1 is slower" under the table: the operators the slowdown is made of')
+    assert "traces are in /runs/r1/ab/ws1/explain/ (Perfetto or TensorBoard)" in step
+    (in_ci,) = next_steps(decided, None, artifact="benchgate-out")
+    assert "ab/ws1/explain/ of the `benchgate-out` artifact" in in_ci

@@ -1,0 +1,199 @@
+"""Which entries (operators, kernels, ranges' Python) the change in step time is made of, with intervals.
+
+Input: the profiled rounds of an A/B (ab/explain.py), per round and side the ranks' traces
+(attribution/trace_ops.py) and the step times the bench's own timer measured. The sides took turns
+step by step, so step i of the base and step i of the candidate ran side by side: each entry's change is
+the mean over rounds and steps of the paired differences (candidate - base, milliseconds per step, the
+entry's time averaged over ranks), with a circular block bootstrap interval (steps are autocorrelated,
+kit/stats.py). The measured change is the same pairing of the timer's step times (the slowest rank's).
+
+An entry's share is its change over the change the A/B's deciding rounds measured (in ms per step, from
+their base step time), which many rounds measure better than the profiled ones; where that is not
+given, over the profiled rounds' own. Entries are ranked by how much of the change
+they surely carry: the end of their interval nearer zero (a slowdown: the largest sure increases first;
+a speed-up: the largest sure decreases), so that an operator whose time wanders from step to step on a
+busy host does not outrank a smaller change measured on every step. On CPU the
+entries' self times partition the host step, so the shares add up to the host's change; on CUDA a kernel
+and the operator that launched it are both entries (device and host time overlap), so shares can add up
+beyond 100%. An entry seen on one side only is marked `only_in` ("base": gone, "candidate": new).
+
+Collectives (trace_ops.COMMUNICATION) are also summed apart: at ws=N a scaling regression then reads as
+communication or as compute.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from benchgate.attribution.trace_ops import Entry, TraceSteps
+from benchgate.kit import stats
+
+SCHEMA_VERSION = 1
+TOP = 5  # the entries each view shows
+KEPT = 40  # the entries compare.json keeps (the rest carry a negligible share)
+_MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ProfiledSide:
+    """One side of one profiled round: each rank's trace, and the timer's step times (seconds)."""
+
+    ranks: Sequence[TraceSteps]
+    step_time_s: Sequence[float]
+
+
+@dataclass(frozen=True)
+class ProfiledRound:
+    base: ProfiledSide
+    candidate: ProfiledSide
+
+
+def _per_step_ms(side: ProfiledSide, steps: int) -> list[dict[Entry, float]]:
+    """Each step's ms per entry, averaged over the side's ranks."""
+    ranks = len(side.ranks)
+    out: list[dict[Entry, float]] = [{} for _ in range(steps)]
+    for trace in side.ranks:
+        for i in range(steps):
+            row = out[i]
+            for entry, ms in trace.ms[i].items():
+                row[entry] = row.get(entry, 0.0) + ms / ranks
+    return out
+
+
+def _per_step_bytes(side: ProfiledSide, steps: int) -> list[dict[str, float]]:
+    ranks = len(side.ranks)
+    out: list[dict[str, float]] = [{} for _ in range(steps)]
+    for trace in side.ranks:
+        for i in range(steps):
+            for name, size in trace.allocated[i].items():
+                out[i][name] = out[i].get(name, 0.0) + size / ranks
+    return out
+
+
+def _steps(profiled: ProfiledRound) -> int:
+    sides = (profiled.base, profiled.candidate)
+    return min(min(t.steps for t in s.ranks) for s in sides) if all(s.ranks for s in sides) else 0
+
+
+def _interval(diffs: list[float], confidence: float) -> tuple[float, float]:
+    if len(diffs) < 3 or max(diffs) == min(diffs):
+        mean = sum(diffs) / len(diffs) if diffs else 0.0
+        return mean, mean
+    return stats.block_bootstrap_ci(diffs, np.mean, confidence, resamples=1000, seed=0)
+
+
+def _change(base: list[float], candidate: list[float], confidence: float) -> dict[str, Any]:
+    diffs = [c - b for b, c in zip(base, candidate, strict=True)]
+    low, high = _interval(diffs, confidence)
+    return {
+        "base_ms_per_step": sum(base) / len(base),
+        "candidate_ms_per_step": sum(candidate) / len(candidate),
+        "change_ms_per_step": sum(diffs) / len(diffs),
+        "ci": [low, high],
+    }
+
+
+def attribute(
+    rounds: Sequence[ProfiledRound], confidence: float = 0.95, decided_change_ms: float | None = None
+) -> dict[str, Any]:
+    """compare.json's attribution block for one world size (see the module docstring).
+
+    `decided_change_ms`: the change per step the A/B's deciding rounds measured, which the shares divide
+    (many rounds measure it better than a profiled round or two); None: the profiled rounds' own."""
+    base: list[dict[Entry, float]] = []
+    candidate: list[dict[Entry, float]] = []
+    base_steps: list[float] = []
+    candidate_steps: list[float] = []
+    base_bytes: list[dict[str, float]] = []
+    candidate_bytes: list[dict[str, float]] = []
+    for profiled in rounds:
+        n = min(_steps(profiled), len(profiled.base.step_time_s), len(profiled.candidate.step_time_s))
+        base += _per_step_ms(profiled.base, n)
+        candidate += _per_step_ms(profiled.candidate, n)
+        base_steps += [1e3 * s for s in profiled.base.step_time_s[:n]]
+        candidate_steps += [1e3 * s for s in profiled.candidate.step_time_s[:n]]
+        base_bytes += _per_step_bytes(profiled.base, n)
+        candidate_bytes += _per_step_bytes(profiled.candidate, n)
+    if not base_steps:
+        return {"schema_version": SCHEMA_VERSION, "steps": 0, "entries": [], "why": "no profiled steps"}
+    measured = _change(base_steps, candidate_steps, confidence)
+    total = float(measured["change_ms_per_step"] if decided_change_ms is None else decided_change_ms)
+    direction = 1.0 if total >= 0 else -1.0
+    entries = []
+    for entry in sorted({e for row in base + candidate for e in row}, key=lambda e: (e.kind, e.name)):
+        b = [row.get(entry, 0.0) for row in base]
+        c = [row.get(entry, 0.0) for row in candidate]
+        figures = _change(b, c, confidence)
+        change = float(figures["change_ms_per_step"])
+        only_in = "candidate" if not any(b) else "base" if not any(c) else None
+        entries.append(
+            {
+                "op": entry.label,
+                "kind": entry.kind,
+                **figures,
+                "share_pct": 100.0 * change / total if total else math.nan,
+                "only_in": only_in,
+                "communication": entry.communication,
+            }
+        )
+    entries.sort(key=lambda e: -_surely_carried(e, direction))
+    top = entries[:TOP]
+    explained = sum(float(e["share_pct"]) for e in top) if total else None
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "steps": len(base_steps),
+        "rounds": len(rounds),
+        "confidence": confidence,
+        "measured": measured,
+        "shared_change_ms_per_step": total,  # what share_pct divides
+        "explained_by_top_pct": explained,
+        "communication": _summed(entries, base, candidate, confidence),
+        "entries": [_finite(e) for e in entries[:KEPT]],
+        "allocations": _allocations(base_bytes, candidate_bytes),  # empty unless allocations were recorded
+    }
+
+
+def _surely_carried(entry: dict[str, Any], direction: float) -> float:
+    """The part of the change an entry carries for sure: its interval's end nearer zero, in the change's
+    direction. A noisy operator whose mean moved by chance (a matmul of a busy host) has an interval
+    reaching across zero and ranks below a small change measured every step (a planted LayerNorm)."""
+    low, high = entry["ci"]
+    return float(low) if direction > 0 else -float(high)
+
+
+def _summed(
+    entries: list[dict[str, Any]],
+    base: list[dict[Entry, float]],
+    candidate: list[dict[Entry, float]],
+    confidence: float,
+) -> dict[str, Any] | None:
+    """The collectives' time per step on each side and its change; None where the trace has none."""
+    if not any(e["communication"] for e in entries):
+        return None
+    b = [sum(ms for e, ms in row.items() if e.communication) for row in base]
+    c = [sum(ms for e, ms in row.items() if e.communication) for row in candidate]
+    return _change(b, c, confidence)
+
+
+def _allocations(base: list[dict[str, float]], candidate: list[dict[str, float]]) -> list[dict[str, Any]]:
+    """Operators that allocate more per step (MiB), the largest growth first."""
+    names = {name for row in base + candidate for name in row}
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        b = sum(row.get(name, 0.0) for row in base) / len(base)
+        c = sum(row.get(name, 0.0) for row in candidate) / len(candidate)
+        if c > b:
+            rows.append({"op": name, "base_mib_per_step": b / _MiB, "candidate_mib_per_step": c / _MiB})
+    rows.sort(key=lambda r: -(float(r["candidate_mib_per_step"]) - float(r["base_mib_per_step"])))
+    return rows[:TOP]
+
+
+def _finite(entry: dict[str, Any]) -> dict[str, Any]:
+    """compare.json holds no NaN: a share with no measured change to share is null."""
+    share = entry["share_pct"]
+    return {**entry, "share_pct": None if isinstance(share, float) and math.isnan(share) else share}

@@ -1,0 +1,205 @@
+"""One rank's profiler trace (torch.profiler's Chrome trace, gzipped) read as time per entry per step.
+
+The bench marks each profiled step with a `benchgate.step#<i>` range (measure/op_trace.py). Inside a
+step, every host operator (`cpu_op`) and every record_function range (`user_annotation`: the step's
+data/forward/loss/backward/optimizer_step, and the workload's own) gets its *self* time: its duration
+less that of the events nested directly inside it on the same thread. Self times partition the step's
+host time, so what no operator accounts for (Python between operators) is the self time of the
+innermost range around it, and is named after that range, e.g. "forward (Python outside operators)".
+
+On CUDA each kernel (and memcpy/memset) is an entry of its own, measured on the device, and belongs to
+the step whose host code launched it (the launch's `correlation` id), not to the step during which the
+device ran it: steps are queued ahead of the device.
+
+Allocations: with profile_memory on, each `[memory]` event of positive size counts toward the innermost
+operator open on its thread at that instant (what the profiler's memory view shows per operator).
+
+Pure: JSON in, numbers out; no torch. `read_trace` is what ab/explain.py calls per rank and round.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import json
+import multiprocessing
+import os
+import re
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchgate.errors import BadInputError
+
+STEP_RANGE = "benchgate.step#"
+TRACE_SUFFIX = ".pt.trace.json.gz"  # a profiled launch writes rank<r> + this per rank (measure/op_trace.py)
+KINDS = ("cpu", "python", "cuda")  # host operator, Python inside a range, device kernel
+HOST_CATEGORIES = ("cpu_op", "user_annotation")
+DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+# Collectives, host side (c10d ops, gloo's and NCCL's own ranges, DDP's comm hook) and device side
+# (NCCL's kernels): their time is communication, the rest compute.
+# Names only collectives carry: an operator name that merely contains "broadcast" (aten::broadcast_tensors)
+# is compute.
+COMMUNICATION = re.compile(
+    r"^(c10d::|_?c10d_functional::|gloo:|nccl:|record_param_comms)|ncclDevKernel|ncclKernel|"
+    r"^(DistributedDataParallel|DDP)\.|^ProcessGroup"
+)
+PYTHON_SUFFIX = " (Python outside operators)"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What time is attributed to: an operator, a range's own Python time, or a kernel."""
+
+    name: str
+    kind: str  # one of KINDS
+
+    @property
+    def label(self) -> str:
+        if self.kind == "python":
+            return self.name + PYTHON_SUFFIX
+        return f"{self.name} [kernel]" if self.kind == "cuda" else self.name
+
+    @property
+    def communication(self) -> bool:
+        return bool(COMMUNICATION.search(self.name))
+
+
+@dataclass
+class TraceSteps:
+    """One rank's profiled steps: per step, milliseconds per entry and bytes allocated per operator."""
+
+    ms: list[dict[Entry, float]] = field(default_factory=list)
+    allocated: list[dict[str, int]] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        return len(self.ms)
+
+
+def load_trace_events(path: Path) -> list[dict[str, Any]]:
+    """The trace's events; a file that is not a profiler trace is a BadInputError naming it."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError, EOFError) as e:
+        raise BadInputError(f"profiler trace {path}: cannot be read ({e})") from None
+    events = data.get("traceEvents") if isinstance(data, dict) else None
+    if not isinstance(events, list):
+        raise BadInputError(f"profiler trace {path}: no traceEvents list (not a torch.profiler trace)")
+    return [e for e in events if isinstance(e, dict)]
+
+
+def read_trace(path: Path) -> TraceSteps:
+    """`path`'s steps (see the module docstring); a trace without step ranges is a BadInputError."""
+    return steps_of(load_trace_events(path), str(path))
+
+
+def read_traces(paths: Sequence[Path]) -> list[TraceSteps]:
+    """Each of `paths` read, in processes of their own where there are several: a trace of 12 small
+    steps takes 1.5 s of Python to read, and an explaining round has one per rank and side."""
+    if len(paths) < 2:
+        return [read_trace(p) for p in paths]
+    workers = min(len(paths), os.cpu_count() or 1)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(read_trace, paths))
+
+
+def steps_of(events: list[dict[str, Any]], source: str = "trace") -> TraceSteps:
+    spans = sorted(
+        (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0.0)), int(e["name"][len(STEP_RANGE) :]))
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") == "user_annotation" and _is_step(e.get("name"))
+    )
+    if not spans:
+        raise BadInputError(f"profiler trace {source}: no {STEP_RANGE}<i> ranges (not a profiled bench step)")
+    starts = [s[0] for s in spans]
+    out = TraceSteps([{} for _ in spans], [{} for _ in spans])
+
+    def step_at(ts: float) -> int | None:
+        i = bisect.bisect_right(starts, ts) - 1
+        return i if i >= 0 and ts <= spans[i][1] else None
+
+    _host_self_times(events, step_at, out)
+    _device_times(events, step_at, out)
+    return out
+
+
+def _is_step(name: Any) -> bool:
+    return isinstance(name, str) and name.startswith(STEP_RANGE) and name[len(STEP_RANGE) :].isdigit()
+
+
+def _host_self_times(events: list[dict[str, Any]], step_at: Any, out: TraceSteps) -> None:
+    """Self time of every host event inside a step, thread by thread; allocations to the innermost op."""
+    by_thread: dict[Any, list[tuple[float, int, float, dict[str, Any]]]] = {}
+    for e in events:
+        ph, category = e.get("ph"), e.get("cat")
+        if ph == "X" and category in HOST_CATEGORIES and "ts" in e:
+            # Sorted by start, then longest first: a parent precedes the children that start with it.
+            item = (float(e["ts"]), 0, -float(e.get("dur", 0.0)), e)
+        elif ph == "i" and e.get("name") == "[memory]" and "ts" in e:
+            item = (float(e["ts"]), 1, 0.0, e)  # after the operators that open at the same instant
+        else:
+            continue
+        by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(item)
+    for items in by_thread.values():
+        items.sort(key=lambda item: item[:3])
+        stack: list[list[Any]] = []  # [end, entry or None (a step range), step, self_us]
+        for ts, order, negative_dur, e in items:
+            while stack and stack[-1][0] <= ts and not (order == 1 and stack[-1][0] == ts):
+                _close(stack.pop(), out)
+            if order == 1:
+                _allocation(e, stack, step_at(ts), out)
+                continue
+            dur = -negative_dur
+            if stack:
+                stack[-1][3] -= dur  # a child's time is not its parent's own
+            name = str(e.get("name", "?"))
+            entry = None if _is_step(name) else Entry(name, "cpu" if e["cat"] == "cpu_op" else "python")
+            stack.append([ts + dur, entry, step_at(ts), dur])
+        while stack:
+            _close(stack.pop(), out)
+
+
+def _close(frame: list[Any], out: TraceSteps) -> None:
+    _end, entry, step, self_us = frame
+    if step is None:
+        return
+    # The step range's own time (between its ranges) is Python too: named for the step.
+    entry = entry or Entry("step", "python")
+    row = out.ms[step]
+    row[entry] = row.get(entry, 0.0) + max(self_us, 0.0) / 1e3
+
+
+def _allocation(e: dict[str, Any], stack: list[list[Any]], step: int | None, out: TraceSteps) -> None:
+    size = (e.get("args") or {}).get("Bytes", 0)
+    if step is None or not isinstance(size, int | float) or size <= 0:
+        return
+    owner = next((frame[1] for frame in reversed(stack) if frame[1] is not None), None)
+    name = owner.name if owner is not None else "step"
+    row = out.allocated[step]
+    row[name] = row.get(name, 0) + int(size)
+
+
+def _device_times(events: list[dict[str, Any]], step_at: Any, out: TraceSteps) -> None:
+    """Each kernel's device time, in the step whose host code launched it."""
+    launched_at: dict[Any, float] = {}
+    for e in events:
+        if e.get("cat") in LAUNCH_CATEGORIES and "ts" in e:
+            correlation = (e.get("args") or {}).get("correlation")
+            if correlation is not None:
+                launched_at[correlation] = float(e["ts"])
+    for e in events:
+        if e.get("ph") != "X" or e.get("cat") not in DEVICE_CATEGORIES:
+            continue
+        launch = launched_at.get((e.get("args") or {}).get("correlation"))
+        step = step_at(launch) if launch is not None else None
+        if step is None:
+            continue
+        entry = Entry(str(e.get("name", "?")), "cuda")
+        row = out.ms[step]
+        row[entry] = row.get(entry, 0.0) + float(e.get("dur", 0.0)) / 1e3

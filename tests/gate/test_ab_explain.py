@@ -1,0 +1,91 @@
+"""A FAIL names its cause, with real runs: two commits of a git repository (tests/support/stack_repo.py),
+the candidate's only change an operator planted in its forward (a cumulative sum over a copy of the
+output, a metric nobody reads), real torchrun launches on this CPU, and the A/B stage a gate run calls
+(`stage_env`, `stage_bench`, `stage_compare`, then `stage_ab`).
+
+The A/B decides FAIL, then its explaining round runs (gate.ab.explain = "fail", the default): both sides
+profile their measured steps, taking turns as the deciding rounds did, and the attribution names
+`aten::cumsum` first, new in the candidate, with an interval above zero. compare.json, compare.md and
+ab.json carry it; the traces are kept, gzipped, where the block says.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from harness import make_config
+from stack_repo import commit
+
+from benchgate.ab.runner import AB_FILE, Side
+from benchgate.ab.stage import stage_ab
+from benchgate.attribution.trace_ops import read_trace
+from benchgate.checks.stage import stage_compare
+from benchgate.kit.files import read_json
+from benchgate.measure.launch import stage_bench
+from benchgate.measure.source import checkout, import_paths
+from benchgate.measure.stage import stage_env
+from benchgate.results.comparison import load_comparison
+
+PLANTED = "\n    ".join(
+    [
+        "class Planted(Stack):",
+        "    def forward(self, model, batch):",
+        "        out = model(batch)",
+        "        wide = out.detach().repeat(64, 1)",
+        "        for _ in range(10):",
+        "            torch.cumsum(wide, dim=1)",
+        "        return out",
+        "return Planted()",
+    ]
+)
+
+
+def side(repo: Path, sha: str, role: str, root: Path) -> Side:
+    tree = checkout(repo.as_uri(), sha, root / role)
+    return Side(f"{role} {sha[:12]}", sha, tuple(import_paths(tree)))
+
+
+@pytest.mark.slow
+def test_a_fail_names_the_planted_operator(repo: Path, tmp_path: Path) -> None:
+    base = commit(repo, "base", layers=8)
+    planted = commit(repo, "a cumulative sum nobody reads", layers=8, body=PLANTED)
+    config = make_config(
+        tmp_path,
+        bench={"workload": "stackwork:make_workload", "steps": 12, "warmup": 2},
+        gate={"ab": {"steps": 12, "warmup": 2, "min_measured_s": 0.3, "min_rounds": 2, "max_rounds": 2}},
+    )
+    run_dir = tmp_path / "run"
+    stage_env(run_dir, cwd=repo, branch="main", config=config)
+    stage_bench(config, 1, run_dir, source_paths=(repo,))
+    stage_compare(config, run_dir)
+    comparison = stage_ab(
+        config, run_dir, [1], side(repo, base, "base", tmp_path), side(repo, planted, "candidate", tmp_path)
+    )
+    row = comparison.timing(1)
+    assert row is not None and row.status == "FAIL", row
+
+    block = comparison.attribution["1"]
+    assert block["decision"] == "FAIL" and block["layout"] == "interleaved" and block["rounds"] == 1
+    first = block["entries"][0]
+    assert first["op"] == "aten::cumsum" and first["only_in"] == "candidate", block["entries"][:3]
+    assert first["ci"][0] > 0 and first["base_ms_per_step"] == 0
+    # The deciding rounds' change is what the shares divide; cumsum is most of it.
+    assert block["shared_change_ms_per_step"] > 0 and first["share_pct"] > 30
+    assert block["seconds"] > 0 and block["decision_seconds"] > 0
+
+    # Kept where the block says: one trace per side (ws=1), each a real profile of the profiled steps.
+    assert sorted(block["traces"]) == [
+        f"ab/ws1/explain/round1/{label}/op-trace/rank0.pt.trace.json.gz" for label in ("A", "B")
+    ]
+    for path in block["traces"]:
+        assert read_trace(run_dir / path).steps == block["steps_per_round"]
+
+    # Every view the run writes carries it: compare.json read back, ab.json, compare.md.
+    assert load_comparison(run_dir / "compare.json").attribution["1"] == block
+    assert read_json(run_dir / "ab" / "ws1" / AB_FILE)["attribution"] == block
+    markdown = (run_dir / "compare.md").read_text()
+    assert "Why ws=1 is slower: 1 profiled round(s) per side" in markdown
+    assert "  1. aten::cumsum  +" in markdown and "(new: only the candidate runs it)" in markdown
+    # The deciding rounds are untouched by the explaining one: it is a round of its own.
+    assert len(read_json(run_dir / "ab" / "ws1" / AB_FILE)["rounds"]) == 2

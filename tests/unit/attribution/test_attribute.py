@@ -1,0 +1,110 @@
+"""Per-entry change with intervals from real profiled steps (attribution/attribute.py), and its lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch.distributed import HashStore  # type: ignore[attr-defined]
+from traces import profile_steps
+
+from benchgate.attribution.attribute import KEPT, ProfiledRound, ProfiledSide, attribute
+from benchgate.attribution.lines import block_lines
+from benchgate.attribution.trace_ops import read_trace
+from benchgate.measure.op_trace import profiled, step_range
+
+
+def _round(tmp_path: Path, name: str, extra_norm: int, steps: int = 8) -> ProfiledRound:
+    base, base_s = profile_steps(tmp_path / name / "A", steps)
+    candidate, candidate_s = profile_steps(tmp_path / name / "B", steps, extra_norm=extra_norm)
+    return ProfiledRound(
+        ProfiledSide([read_trace(base)], base_s), ProfiledSide([read_trace(candidate)], candidate_s)
+    )
+
+
+def test_the_planted_operator_ranks_first_and_is_new(tmp_path: Path) -> None:
+    rounds = [_round(tmp_path, f"round{i}", extra_norm=6) for i in (1, 2)]
+    block = attribute(rounds, confidence=0.95)
+    assert block["steps"] == 16 and block["rounds"] == 2
+    first = block["entries"][0]
+    assert first["op"].startswith("aten::native_layer_norm") and first["only_in"] == "candidate"
+    assert first["base_ms_per_step"] == 0 and first["change_ms_per_step"] > 0
+    low, high = first["ci"]
+    assert 0 < low <= first["change_ms_per_step"] <= high
+    # Its forward and backward are both new, and the top two.
+    top = {e["op"] for e in block["entries"][:2]}
+    assert top == {"aten::native_layer_norm", "aten::native_layer_norm_backward"}
+    # The shares divide the profiled steps' own change where no decided change is given.
+    assert block["shared_change_ms_per_step"] == block["measured"]["change_ms_per_step"]
+    assert first["share_pct"] == pytest.approx(
+        100 * first["change_ms_per_step"] / block["measured"]["change_ms_per_step"]
+    )
+    assert block["communication"] is None  # no collective in these steps
+    assert len(block["entries"]) <= KEPT
+
+
+def test_shares_divide_the_decided_change(tmp_path: Path) -> None:
+    block = attribute([_round(tmp_path, "r", extra_norm=6)], decided_change_ms=10.0)
+    first = block["entries"][0]
+    assert block["shared_change_ms_per_step"] == 10.0
+    assert first["share_pct"] == pytest.approx(10 * first["change_ms_per_step"])
+    top = block["entries"][:5]
+    assert block["explained_by_top_pct"] == pytest.approx(sum(e["share_pct"] for e in top))
+
+
+def test_identical_code_names_no_operator_for_sure(tmp_path: Path) -> None:
+    block = attribute([_round(tmp_path, "r", extra_norm=0, steps=10)])
+    assert not any(e["only_in"] for e in block["entries"])
+    # Same operators on both sides: no planted operator reaches a share of the change it surely carries.
+    assert not block["entries"][0]["op"].startswith("aten::native_layer_norm")
+
+
+def test_collectives_are_summed_apart(tmp_path: Path) -> None:
+    dist.init_process_group("gloo", store=HashStore(), rank=0, world_size=1)
+    try:
+        sides = []
+        for label, reduce in (("A", False), ("B", True)):
+            times = []
+            with profiled(tmp_path / label, 0, torch.device("cpu")):
+                for i in range(6):
+                    with step_range(i):
+                        x = torch.randn(512, 512) @ torch.randn(512, 512)
+                        if reduce:
+                            for _ in range(20):
+                                dist.all_reduce(x)
+                    times.append(1e-3)
+            sides.append(ProfiledSide([read_trace(tmp_path / label / "rank0.pt.trace.json.gz")], times))
+    finally:
+        dist.destroy_process_group()
+    block = attribute([ProfiledRound(sides[0], sides[1])])
+    communication = block["communication"]
+    assert communication is not None and communication["base_ms_per_step"] == 0
+    assert communication["change_ms_per_step"] > 0
+    collectives = [e for e in block["entries"] if e["communication"]]
+    assert collectives and all(e["only_in"] == "candidate" for e in collectives)
+    lines = block_lines("1", block)
+    assert any(line.strip().startswith("collectives: 0.00 -> ") for line in lines)
+
+
+def test_lines_name_the_top_five_with_intervals(tmp_path: Path) -> None:
+    block = attribute([_round(tmp_path, "r", extra_norm=6)], decided_change_ms=5.0)
+    block["traces"] = ["ab/ws1/explain/round1/A/op-trace/rank0.pt.trace.json.gz"]
+    lines = block_lines("1", block, change_pct=-9.0)
+    assert lines[0].startswith("Why ws=1 is slower: 1 profiled round(s) per side")
+    assert "against the A/B's -9.0% (+5.00 ms/step)" in lines[0]
+    assert lines[1].startswith(
+        ("  1. aten::native_layer_norm  +", "  1. aten::native_layer_norm_backward  +")
+    )
+    assert "(new: only the candidate runs it)" in lines[1]
+    assert len([line for line in lines if line[2:3].isdigit()]) == 5
+    assert (
+        lines[-1]
+        == "  traces (Perfetto or TensorBoard): ab/ws1/explain/round1/A/op-trace/rank0.pt.trace.json.gz"
+    )
+
+
+def test_a_failed_explanation_says_why() -> None:
+    lines = block_lines("2", {"entries": [], "why": "the profiled rounds failed: rank 1 exited"})
+    assert lines == ["Why ws=2 changed: not explained (the profiled rounds failed: rank 1 exited)"]

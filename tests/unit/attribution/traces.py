@@ -1,0 +1,48 @@
+"""Real profiler traces for the attribution tests: a small model's training steps profiled in this process
+the way a profiled A/B side does (measure/op_trace.profiled and step_range), written as the bench writes
+them (rank<r>.pt.trace.json.gz). No trace is written by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from benchgate.measure.op_trace import profiled, step_range, trace_path
+
+
+class Net(nn.Module):
+    """Two linear layers; `extra_norm` plants LayerNorms between them (the candidate's cause)."""
+
+    def __init__(self, extra_norm: int = 0) -> None:
+        super().__init__()
+        self.up = nn.Linear(64, 256)
+        self.norms = nn.Sequential(*(nn.LayerNorm(256) for _ in range(extra_norm)))
+        self.down = nn.Linear(256, 64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(self.norms(torch.relu(self.up(x))))  # type: ignore[no-any-return]
+
+
+def profile_steps(
+    trace_dir: Path, steps: int = 6, extra_norm: int = 0, memory: bool = False, seed: int = 0
+) -> tuple[Path, list[float]]:
+    """Profile `steps` training steps into `trace_dir`; the trace's path and each step's seconds."""
+    import time
+
+    torch.manual_seed(seed)
+    model = Net(extra_norm)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(256, 64)
+    times = []
+    with profiled(trace_dir, 0, torch.device("cpu"), memory=memory):
+        for i in range(steps):
+            started = time.perf_counter()
+            with step_range(i):
+                loss = model(x).square().mean()
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+            times.append(time.perf_counter() - started)
+    return trace_path(trace_dir, 0), times

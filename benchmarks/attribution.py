@@ -112,7 +112,7 @@ def run_cause(cause: str, root: Path) -> dict[str, Any]:
     config = config.model_copy(
         update={
             "bench": config.bench.model_copy(
-                update={"workload_args": {"family": family}, "world_sizes": [ws]}
+                update={"workload_args": {"family": family}, "world_sizes": sorted({1, ws})}
             )
         }
     )
@@ -162,6 +162,9 @@ def main() -> int:
             for _ in range(args.repeats):
                 r = run_cause(cause, Path(tmp))
                 results.append(r)
+                # Written after every cause: a crash later loses none of the decided ones.
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                args.out.write_text(json.dumps({"results": results}, indent=1) + "\n")
                 top = "; ".join(
                     f"{e['op'][:48]} {e['change_ms_per_step']:+.3f} ms"
                     + (f" ({e['share_pct']:.0f}%)" if e["share_pct"] is not None else "")

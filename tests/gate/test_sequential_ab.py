@@ -121,6 +121,10 @@ def test_sequential_ab_fails_a_commit_with_a_fifth_more_layers(repo: Path, tmp_p
     assert ab["decision"]["change_pct"] < 0, row.note
     undecided_only_where_noisy(ab, "FAIL")
     assert row.status == ab["decision"]["status"]
+    if row.status == "FAIL":  # explained in its own layout: one launch per side, one profiled round
+        block = comparison.attribution["1"]
+        assert block["layout"] == "sequential" and block["entries"], block
+        assert all((run_dir / trace).is_file() for trace in block["traces"]) and len(block["traces"]) == 2
 
 
 @pytest.mark.slow

@@ -12,7 +12,8 @@ the step whose host code launched it (the launch's `correlation` id), not to the
 device ran it: steps are queued ahead of the device.
 
 Allocations: with profile_memory on, each `[memory]` event of positive size counts toward the innermost
-operator open on its thread at that instant (what the profiler's memory view shows per operator).
+operator open on its thread at that instant, passing over the operators that only allocate for their
+caller (aten::empty and its kind), so that a new LayerNorm's output is the LayerNorm's.
 
 Pure: JSON in, numbers out; no torch. `read_trace` is what ab/explain.py calls per rank and round.
 """
@@ -48,6 +49,18 @@ COMMUNICATION = re.compile(
     r"^(DistributedDataParallel|DDP)\.|^ProcessGroup"
 )
 PYTHON_SUFFIX = " (Python outside operators)"
+# Operators that only allocate for the one that called them: an allocation is that caller's (the
+# LayerNorm's output, not aten::empty's).
+ALLOCATING_OPS = frozenset(
+    {
+        "aten::empty",
+        "aten::empty_strided",
+        "aten::empty_like",
+        "aten::new_empty",
+        "aten::new_empty_strided",
+        "aten::resize_",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -179,7 +192,9 @@ def _allocation(e: dict[str, Any], stack: list[list[Any]], step: int | None, out
     size = (e.get("args") or {}).get("Bytes", 0)
     if step is None or not isinstance(size, int | float) or size <= 0:
         return
-    owner = next((frame[1] for frame in reversed(stack) if frame[1] is not None), None)
+    owner = next(
+        (f[1] for f in reversed(stack) if f[1] is not None and f[1].name not in ALLOCATING_OPS), None
+    )
     name = owner.name if owner is not None else "step"
     row = out.allocated[step]
     row[name] = row.get(name, 0) + int(size)

@@ -24,18 +24,20 @@ def _round(tmp_path: Path, name: str, extra_norm: int, steps: int = 8) -> Profil
     )
 
 
-def test_the_planted_operator_ranks_first_and_is_new(tmp_path: Path) -> None:
-    rounds = [_round(tmp_path, f"round{i}", extra_norm=6) for i in (1, 2)]
+def test_the_planted_operator_ranks_at_the_top_and_is_new(tmp_path: Path) -> None:
+    # The sides are profiled one after the other in this process (not in turns, as an A/B's are), so a
+    # busy host can lift a matmul above them: the order is held to the top three here, and to first
+    # place by tests/gate/test_ab_explain.py and benchmarks/attribution.py, whose sides take turns.
+    rounds = [_round(tmp_path, f"round{i}", extra_norm=12) for i in (1, 2)]
     block = attribute(rounds, confidence=0.95)
     assert block["steps"] == 16 and block["rounds"] == 2
+    top = {e["op"]: e for e in block["entries"][:3]}
+    for op in ("aten::native_layer_norm", "aten::native_layer_norm_backward"):
+        entry = top[op]
+        assert entry["only_in"] == "candidate" and entry["base_ms_per_step"] == 0
+        low, high = entry["ci"]
+        assert 0 < low <= entry["change_ms_per_step"] <= high
     first = block["entries"][0]
-    assert first["op"].startswith("aten::native_layer_norm") and first["only_in"] == "candidate"
-    assert first["base_ms_per_step"] == 0 and first["change_ms_per_step"] > 0
-    low, high = first["ci"]
-    assert 0 < low <= first["change_ms_per_step"] <= high
-    # Its forward and backward are both new, and the top two.
-    top = {e["op"] for e in block["entries"][:2]}
-    assert top == {"aten::native_layer_norm", "aten::native_layer_norm_backward"}
     # The shares divide the profiled steps' own change where no decided change is given.
     assert block["shared_change_ms_per_step"] == block["measured"]["change_ms_per_step"]
     assert first["share_pct"] == pytest.approx(
@@ -46,7 +48,7 @@ def test_the_planted_operator_ranks_first_and_is_new(tmp_path: Path) -> None:
 
 
 def test_shares_divide_the_decided_change(tmp_path: Path) -> None:
-    block = attribute([_round(tmp_path, "r", extra_norm=6)], decided_change_ms=10.0)
+    block = attribute([_round(tmp_path, "r", extra_norm=12)], decided_change_ms=10.0)
     first = block["entries"][0]
     assert block["shared_change_ms_per_step"] == 10.0
     assert first["share_pct"] == pytest.approx(10 * first["change_ms_per_step"])
@@ -89,15 +91,16 @@ def test_collectives_are_summed_apart(tmp_path: Path) -> None:
 
 
 def test_lines_name_the_top_five_with_intervals(tmp_path: Path) -> None:
-    block = attribute([_round(tmp_path, "r", extra_norm=6)], decided_change_ms=5.0)
+    block = attribute([_round(tmp_path, "r", extra_norm=12)], decided_change_ms=5.0)
     block["traces"] = ["ab/ws1/explain/round1/A/op-trace/rank0.pt.trace.json.gz"]
     lines = block_lines("1", block, change_pct=-9.0)
     assert lines[0].startswith("Why ws=1 is slower: 1 profiled round(s) per side")
     assert "against the A/B's -9.0% (+5.00 ms/step)" in lines[0]
-    assert lines[1].startswith(
-        ("  1. aten::native_layer_norm  +", "  1. aten::native_layer_norm_backward  +")
+    first = block["entries"][0]
+    assert lines[1].startswith(f"  1. {first['op']}  {first['change_ms_per_step']:+.2f} ms/step [")
+    assert any(
+        "aten::native_layer_norm" in line and "(new: only the candidate runs it)" in line for line in lines
     )
-    assert "(new: only the candidate runs it)" in lines[1]
     assert len([line for line in lines if line[2:3].isdigit()]) == 5
     assert (
         lines[-1]
@@ -108,3 +111,31 @@ def test_lines_name_the_top_five_with_intervals(tmp_path: Path) -> None:
 def test_a_failed_explanation_says_why() -> None:
     lines = block_lines("2", {"entries": [], "why": "the profiled rounds failed: rank 1 exited"})
     assert lines == ["Why ws=2 changed: not explained (the profiled rounds failed: rank 1 exited)"]
+
+
+def test_allocations_are_recorded_where_the_memory_row_grew() -> None:
+    from benchgate.ab.explain import memory_grew
+    from benchgate.results.comparison import Check, Comparison
+
+    def run(status: str) -> Comparison:
+        return Comparison(
+            "p", "w", None, [Check("peak memory (ws=2)", "MiB", 330.0, baseline=300.0, status=status)]
+        )
+
+    assert memory_grew(run("WARN"), 2) and not memory_grew(run("PASS"), 2)
+    assert not memory_grew(run("WARN"), 1)  # another world size's row
+
+
+def test_grown_allocations_are_named(tmp_path: Path) -> None:
+    base, base_s = profile_steps(tmp_path / "A", 4, memory=True)
+    candidate, candidate_s = profile_steps(tmp_path / "B", 4, extra_norm=4, memory=True)
+    block = attribute(
+        [
+            ProfiledRound(
+                ProfiledSide([read_trace(base)], base_s), ProfiledSide([read_trace(candidate)], candidate_s)
+            )
+        ]
+    )
+    grown = {row["op"]: row for row in block["allocations"]}
+    assert "aten::native_layer_norm" in grown and grown["aten::native_layer_norm"]["base_mib_per_step"] == 0
+    assert any(line.startswith("  allocates more: ") for line in block_lines("1", block))

@@ -23,7 +23,7 @@ from benchgate.results.comparison import TIMING, Check, Comparison
 def comparison(tmp_path_factory: pytest.TempPathFactory) -> Comparison:
     root = tmp_path_factory.mktemp("views")
     base, base_s = profile_steps(root / "A", 6)
-    candidate, candidate_s = profile_steps(root / "B", 6, extra_norm=6)
+    candidate, candidate_s = profile_steps(root / "B", 6, extra_norm=12)
     block = attribute(
         [
             ProfiledRound(

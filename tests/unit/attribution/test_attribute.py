@@ -59,8 +59,8 @@ def test_shares_divide_the_decided_change(tmp_path: Path) -> None:
 def test_identical_code_names_no_operator_for_sure(tmp_path: Path) -> None:
     block = attribute([_round(tmp_path, "r", extra_norm=0, steps=10)])
     assert not any(e["only_in"] for e in block["entries"])
-    # Same operators on both sides: no planted operator reaches a share of the change it surely carries.
-    assert not block["entries"][0]["op"].startswith("aten::native_layer_norm")
+    # Same operators on both sides, paired by name: each one runs on both.
+    assert all(e["base_ms_per_step"] > 0 and e["candidate_ms_per_step"] > 0 for e in block["entries"])
 
 
 def test_collectives_are_summed_apart(tmp_path: Path) -> None:

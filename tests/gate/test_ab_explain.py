@@ -15,16 +15,11 @@ from pathlib import Path
 
 import pytest
 from harness import make_config
-from stack_repo import commit
+from stack_repo import checked_out_side, commit, gate_run_through_ab
 
-from benchgate.ab.runner import AB_FILE, Side
-from benchgate.ab.stage import stage_ab
+from benchgate.ab.runner import AB_FILE
 from benchgate.attribution.trace_ops import read_trace
-from benchgate.checks.stage import stage_compare
 from benchgate.kit.files import read_json
-from benchgate.measure.launch import stage_bench
-from benchgate.measure.source import checkout, import_paths
-from benchgate.measure.stage import stage_env
 from benchgate.results.comparison import load_comparison
 
 PLANTED = "\n    ".join(
@@ -41,11 +36,6 @@ PLANTED = "\n    ".join(
 )
 
 
-def side(repo: Path, sha: str, role: str, root: Path) -> Side:
-    tree = checkout(repo.as_uri(), sha, root / role)
-    return Side(f"{role} {sha[:12]}", sha, tuple(import_paths(tree)))
-
-
 @pytest.mark.slow
 def test_a_fail_names_the_planted_operator(repo: Path, tmp_path: Path) -> None:
     base = commit(repo, "base", layers=8)
@@ -56,11 +46,9 @@ def test_a_fail_names_the_planted_operator(repo: Path, tmp_path: Path) -> None:
         gate={"ab": {"steps": 12, "warmup": 2, "min_measured_s": 0.3, "min_rounds": 2, "max_rounds": 2}},
     )
     run_dir = tmp_path / "run"
-    stage_env(run_dir, cwd=repo, branch="main", config=config)
-    stage_bench(config, 1, run_dir, source_paths=(repo,))
-    stage_compare(config, run_dir)
-    comparison = stage_ab(
-        config, run_dir, [1], side(repo, base, "base", tmp_path), side(repo, planted, "candidate", tmp_path)
+    base_side = checked_out_side(repo, base, "base", tmp_path)
+    comparison = gate_run_through_ab(
+        config, repo, run_dir, base_side, checked_out_side(repo, planted, "candidate", tmp_path)
     )
     row = comparison.timing(1)
     assert row is not None and row.status == "FAIL", row

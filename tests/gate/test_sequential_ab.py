@@ -28,16 +28,11 @@ from typing import Any
 
 import pytest
 from harness import make_config
-from stack_repo import commit
+from stack_repo import checked_out_side, commit, gate_run_through_ab
 
-from benchgate.ab.runner import AB_FILE, Side, run_ab
-from benchgate.ab.stage import stage_ab
-from benchgate.checks.stage import stage_compare
+from benchgate.ab.runner import AB_FILE, run_ab
 from benchgate.config import RunConfig
 from benchgate.kit.files import read_json
-from benchgate.measure.launch import stage_bench
-from benchgate.measure.source import checkout, import_paths
-from benchgate.measure.stage import stage_env
 
 LAYERS = 15
 SLOWER = 18  # +20% layers: about -16% to -21% tokens/s on this host (A/B)
@@ -64,12 +59,6 @@ def ab_settings(tmp_path: Path, layout: str, tolerance_pct: float, rounds: int =
             },
         },
     )
-
-
-def side(repo: Path, sha: str, role: str, root: Path) -> Side:
-    """`sha` checked out afresh, as the A/B stage's task checks out each side."""
-    tree = checkout(repo.as_uri(), sha, root / role)
-    return Side(f"{role} {sha[:12]}", sha, tuple(import_paths(tree)))
 
 
 def undecided_only_where_noisy(ab: dict[str, Any], expected: str) -> None:
@@ -105,11 +94,9 @@ def test_sequential_ab_fails_a_commit_with_a_fifth_more_layers(repo: Path, tmp_p
     config = ab_settings(tmp_path, "sequential", tolerance_pct=2.0)
     # The candidate's run as a gate run measures it, up to the A/B: env, bench, compare (no baseline: NEW).
     run_dir = tmp_path / "run"
-    stage_env(run_dir, cwd=repo, branch="main", config=config)
-    stage_bench(config, 1, run_dir, source_paths=(repo,))
-    stage_compare(config, run_dir)
-    comparison = stage_ab(
-        config, run_dir, [1], side(repo, base, "base", tmp_path), side(repo, slower, "candidate", tmp_path)
+    base_side = checked_out_side(repo, base, "base", tmp_path)
+    comparison = gate_run_through_ab(
+        config, repo, run_dir, base_side, checked_out_side(repo, slower, "candidate", tmp_path)
     )
     ab = read_json(run_dir / "ab" / "ws1" / AB_FILE)
     assert ab["layout"] == {"name": "sequential", "why": "gate.ab.layout = sequential"}
@@ -136,8 +123,8 @@ def test_sequential_ab_passes_unchanged_code(repo: Path, tmp_path: Path) -> None
         config,
         1,
         tmp_path / "out",
-        side(repo, base, "base", tmp_path),
-        side(repo, same, "candidate", tmp_path),
+        checked_out_side(repo, base, "base", tmp_path),
+        checked_out_side(repo, same, "candidate", tmp_path),
     )
     ab = read_json(tmp_path / "out" / "ab" / "ws1" / AB_FILE)
     assert ab["layout"]["name"] == outcome.layout.name == "sequential"

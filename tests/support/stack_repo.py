@@ -8,6 +8,15 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchgate.ab.runner import Side
+from benchgate.ab.stage import stage_ab
+from benchgate.checks.stage import stage_compare
+from benchgate.config import RunConfig
+from benchgate.measure.launch import stage_bench
+from benchgate.measure.source import checkout, import_paths
+from benchgate.measure.stage import stage_env
+from benchgate.results.comparison import Comparison
+
 # A stack of equal layers: adding layers adds real compute to every step (no sleeps).
 WORKLOAD = """
 import torch
@@ -68,3 +77,20 @@ def commit(repo: Path, message: str, layers: int = 12, body: str = "return Stack
 def stack_history(repo: Path, layers: Sequence[int]) -> list[str]:
     """One commit per entry of `layers` (the stack's depth at that commit), oldest first; their SHAs."""
     return [commit(repo, f"commit {i}: {n} layers", layers=n) for i, n in enumerate(layers)]
+
+
+def checked_out_side(repo: Path, sha: str, role: str, root: Path) -> Side:
+    """`sha` checked out afresh under `root/role`, as the A/B stage's task checks out each side."""
+    tree = checkout(repo.as_uri(), sha, root / role)
+    return Side(f"{role} {sha[:12]}", sha, tuple(import_paths(tree)))
+
+
+def gate_run_through_ab(
+    config: RunConfig, repo: Path, run_dir: Path, base: Side, candidate: Side
+) -> Comparison:
+    """The candidate's run as a gate run measures it (env, bench at ws=1, compare: no baseline, NEW),
+    then the A/B stage of `base` against `candidate` at ws=1."""
+    stage_env(run_dir, cwd=repo, branch="main", config=config)
+    stage_bench(config, 1, run_dir, source_paths=(repo,))
+    stage_compare(config, run_dir)
+    return stage_ab(config, run_dir, [1], base, candidate)

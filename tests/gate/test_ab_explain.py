@@ -77,3 +77,34 @@ def test_a_fail_names_the_planted_operator(repo: Path, tmp_path: Path) -> None:
     assert "  1. aten::cumsum  +" in markdown and "(new: only the candidate runs it)" in markdown
     # The deciding rounds are untouched by the explaining one: it is a round of its own.
     assert len(read_json(run_dir / "ab" / "ws1" / AB_FILE)["rounds"]) == 2
+
+
+@pytest.mark.slow
+def test_an_explanation_that_fails_says_why_and_costs_nothing(tmp_path: Path) -> None:
+    """A candidate whose workload no longer imports (decided FAIL earlier, say, by a flaky module):
+    the profiled round's launch fails as a real torchrun launch does, and the block says why instead of
+    raising, so the decision it explains stands."""
+    from benchgate.ab.decision import ABDecision
+    from benchgate.ab.explain import explain_or_why
+    from benchgate.ab.runner import ABOutcome, Side
+
+    good, broken = tmp_path / "good", tmp_path / "broken"
+    for path, text in (
+        (good, "from bg_test_workloads import sleepy as make_workload\n"),
+        (broken, "raise ImportError('gone')\n"),
+    ):
+        path.mkdir()
+        (path / "sidework.py").write_text(text)
+    config = make_config(tmp_path, bench={"workload": "sidework:make_workload", "steps": 4, "warmup": 1})
+    decided = ABDecision("FAIL", 4, -20.0, -25.0, -15.0, 0.95, 8.0, 2.0, "slower beyond -5% with confidence")
+    outcome = ABOutcome(1, decided)
+    block = explain_or_why(
+        config,
+        outcome,
+        tmp_path / "ab" / "ws1",
+        Side("base", None, (good,)),
+        Side("candidate", None, (broken,)),
+        0,
+    )
+    assert block["entries"] == [] and block["world_size"] == 1
+    assert block["why"].startswith("the profiled rounds failed: A/B candidate: "), block["why"]

@@ -24,6 +24,7 @@ from benchgate.ab.runner import ABOutcome, Side, run_round, run_sequential_round
 from benchgate.attribution.attribute import ProfiledRound, ProfiledSide, attribute
 from benchgate.attribution.trace_ops import TRACE_SUFFIX, read_traces
 from benchgate.config import MIN_STEPS, RunConfig
+from benchgate.errors import BenchgateError
 from benchgate.measure.launch import OP_TRACE_DIR
 from benchgate.results.comparison import Comparison
 
@@ -95,6 +96,23 @@ def explain_ab(
         # Relative to the run directory (ws_dir's grandparent), as the result bundle moves as a whole.
         "traces": [str(p.relative_to(ws_dir.parent.parent)) for side_paths in paths for p in side_paths],
     }
+
+
+def explain_or_why(
+    config: RunConfig,
+    outcome: ABOutcome,
+    ws_dir: Path,
+    base: Side,
+    candidate: Side,
+    gpus: int | None,
+    memory: bool = False,
+) -> dict[str, Any]:
+    """explain_ab, or where its profiled rounds fail, a block that says why: the explanation never costs
+    the decision it explains (a gate run's verdict, a bisect's culprit)."""
+    try:
+        return explain_ab(config, outcome, ws_dir, base, candidate, gpus, memory)
+    except BenchgateError as e:
+        return {"world_size": outcome.world_size, "entries": [], "why": f"the profiled rounds failed: {e}"}
 
 
 def _explaining(config: RunConfig) -> RunConfig:

@@ -13,14 +13,13 @@ from typing import Any
 
 from benchgate.ab import creep_ab
 from benchgate.ab.environment import with_environment
-from benchgate.ab.explain import explain_ab, memory_grew, wants_explanation
+from benchgate.ab.explain import explain_or_why, memory_grew, wants_explanation
 from benchgate.ab.rows import apply_ab, apply_ab_scaling, undecided_world_sizes
 from benchgate.ab.runner import AB_FILE, RoundCallback, Side, run_ab
 from benchgate.ab.sides import Sides, apply_sides, rewrite_baseline_note
 from benchgate.checks.loss import apply_ab_loss
 from benchgate.checks.stage import write_comparison
 from benchgate.config import RunConfig
-from benchgate.errors import BenchgateError
 from benchgate.kit.files import read_json, write_json
 from benchgate.measure import fingerprint
 from benchgate.measure.launch import metrics_path
@@ -92,18 +91,10 @@ def stage_ab(
         step_s = mean_step_time(metrics["samples"]["step_time_s"]) if metrics else None
         outcome = run_ab(config, ws, run_dir, base, candidate, gpus, on_round, step_s, resume)
         if wants_explanation(config, outcome.decision.status):
-            # ab.json holds the decision before its explanation is tried, and a profiled round that
-            # fails is said in the block: the explanation never costs the verdict.
+            # ab.json holds the decision before its explanation is tried.
             ws_dir = run_dir / "ab" / f"ws{ws}"
-            try:
-                memory = memory_grew(comparison, ws)
-                outcome.attribution = explain_ab(config, outcome, ws_dir, base, candidate, gpus, memory)
-            except BenchgateError as e:
-                outcome.attribution = {
-                    "world_size": ws,
-                    "entries": [],
-                    "why": f"the profiled rounds failed: {e}",
-                }
+            memory = memory_grew(comparison, ws)
+            outcome.attribution = explain_or_why(config, outcome, ws_dir, base, candidate, gpus, memory)
             write_json(ws_dir / AB_FILE, outcome.to_dict(base, candidate))
         outcomes[ws] = outcome.to_dict(base, candidate)
         comparison = apply_ab(comparison, outcomes[ws], config.gate.tolerances, config.gate.ab, unseen)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from benchgate.ab.decision import ABDecision
-from benchgate.ab.explain import explain_ab, wants_explanation
+from benchgate.ab.explain import explain_or_why, wants_explanation
 from benchgate.ab.layout import Layout
 from benchgate.ab.round_plan import round_steps
 from benchgate.ab.runner import AB_FILE, ABOutcome, Side, ab_layout, round_config, run_ab
@@ -170,9 +170,8 @@ class _ABSteps:
         self.out, self.trees, self.listener, self.layout = out, trees, listener, layout
         self.dirs: dict[tuple[str, str], str] = {}
         self.seconds: dict[tuple[str, str], float] = {}
-        self.outcomes: dict[
-            tuple[str, str], ABOutcome
-        ] = {}  # each pair's latest, for the culprit's explanation
+        # Each pair's latest A/B, for the culprit's explanation.
+        self.outcomes: dict[tuple[str, str], ABOutcome] = {}
 
     def __call__(
         self, base: str, candidate: str, more_rounds: bool = False, tolerance_pct: float | None = None
@@ -219,10 +218,7 @@ class _ABSteps:
         if outcome is None or not wants_explanation(self.config, outcome.decision.status):
             return None
         ws_dir = self.out.path / self.dirs[(parent, culprit)] / "ab" / f"ws{self.world_size}"
-        try:
-            return explain_ab(self.config, outcome, ws_dir, *self.sides(parent, culprit), self.gpus)
-        except BenchgateError as e:  # the culprit is found; its explanation never costs the answer
-            return {"world_size": self.world_size, "entries": [], "why": f"the profiled rounds failed: {e}"}
+        return explain_or_why(self.config, outcome, ws_dir, *self.sides(parent, culprit), self.gpus)
 
     def ab_json(self, step: Step) -> str:
         """Where step's ab.json is, relative to the out dir."""

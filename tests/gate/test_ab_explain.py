@@ -43,7 +43,7 @@ def test_a_fail_names_the_planted_operator(repo: Path, tmp_path: Path) -> None:
     config = make_config(
         tmp_path,
         bench={"workload": "stackwork:make_workload", "steps": 12, "warmup": 2},
-        gate={"ab": {"steps": 12, "warmup": 2, "min_measured_s": 0.3, "min_rounds": 2, "max_rounds": 2}},
+        gate={"ab": {"steps": 12, "warmup": 2, "min_measured_s": 0.3, "min_rounds": 2, "max_rounds": 6}},
     )
     run_dir = tmp_path / "run"
     base_side = checked_out_side(repo, base, "base", tmp_path)
@@ -76,7 +76,8 @@ def test_a_fail_names_the_planted_operator(repo: Path, tmp_path: Path) -> None:
     assert "Why ws=1 is slower: 1 profiled round(s) per side" in markdown
     assert "  1. aten::cumsum  +" in markdown and "(new: only the candidate runs it)" in markdown
     # The deciding rounds are untouched by the explaining one: it is a round of its own.
-    assert len(read_json(run_dir / "ab" / "ws1" / AB_FILE)["rounds"]) == 2
+    saved = read_json(run_dir / "ab" / "ws1" / AB_FILE)
+    assert len(saved["rounds"]) == saved["decision"]["rounds"] >= 2
 
 
 @pytest.mark.slow

@@ -143,7 +143,7 @@ def _fail_steps(comparison: Comparison, where: str, artifact: str | None) -> lis
         traces = (
             f"{where}/ab/ws{ws}/explain/"
             if artifact is None
-            else f"ab/ws{ws}/explain/ of the `{artifact}` artifact"
+            else f"ab/ws{ws}/explain/ (download the `{artifact}` artifact of this job)"
         )
         steps.append(
             f'read "Why ws={ws} is slower" under the table: the operators the slowdown is made of; the '

@@ -137,4 +137,4 @@ def test_an_explained_fail_points_at_its_operators_and_traces() -> None:
     assert step.startswith('read "Why ws=1 is slower" under the table: the operators the slowdown is made of')
     assert "traces are in /runs/r1/ab/ws1/explain/ (Perfetto or TensorBoard)" in step
     (in_ci,) = next_steps(decided, None, artifact="benchgate-out")
-    assert "ab/ws1/explain/ of the `benchgate-out` artifact" in in_ci
+    assert "ab/ws1/explain/ (download the `benchgate-out` artifact of this job)" in in_ci

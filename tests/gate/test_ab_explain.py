@@ -61,6 +61,9 @@ def test_a_fail_names_the_planted_operator(repo: Path, tmp_path: Path) -> None:
     # The deciding rounds' change is what the shares divide; cumsum is most of it.
     assert block["shared_change_ms_per_step"] > 0 and first["share_pct"] > 30
     assert block["seconds"] > 0 and block["decision_seconds"] > 0
+    # Whole, the bench's forward range holds the planted operator: the range that surely carries most.
+    forward = block["ranges"][0]
+    assert forward["op"] == "forward" and forward["ci"][0] > 0, block["ranges"][:3]
 
     # Kept where the block says: one trace per side (ws=1), each a real profile of the profiled steps.
     assert sorted(block["traces"]) == [
@@ -75,6 +78,7 @@ def test_a_fail_names_the_planted_operator(repo: Path, tmp_path: Path) -> None:
     markdown = (run_dir / "compare.md").read_text()
     assert "Why ws=1 is slower: 1 profiled round(s) per side" in markdown
     assert "  1. aten::cumsum  +" in markdown and "(new: only the candidate runs it)" in markdown
+    assert "  whole ranges (operators inside included): forward +" in markdown
     # The deciding rounds are untouched by the explaining one: it is a round of its own.
     saved = read_json(run_dir / "ab" / "ws1" / AB_FILE)
     assert len(saved["rounds"]) == saved["decision"]["rounds"] >= 2

@@ -17,6 +17,11 @@ entries' self times partition the host step, so the shares add up to the host's 
 and the operator that launched it are both entries (device and host time overlap), so shares can add up
 beyond 100%. An entry seen on one side only is marked `only_in` ("base": gone, "candidate": new).
 
+Ranges whole (trace_ops: a record_function range with every operator inside it) get the same figures
+in a list of their own, `ranges`, ranked the same way: where a cause scales every operator of a range
+(the forward run twice), no five operators carry it and its range does. Ranges nest and hold the
+entries, so their shares are read one by one, never summed with the entries'.
+
 Collectives (trace_ops.COMMUNICATION) are also summed apart: at ws=N a scaling regression then reads as
 communication or as compute.
 """
@@ -36,6 +41,7 @@ from benchgate.kit import stats
 SCHEMA_VERSION = 1
 TOP = 5  # the entries each view shows
 KEPT = 40  # the entries compare.json keeps (the rest carry a negligible share)
+RANGES_KEPT = 10
 _MiB = 1024 * 1024
 
 
@@ -53,25 +59,16 @@ class ProfiledRound:
     candidate: ProfiledSide
 
 
-def _per_step_ms(side: ProfiledSide, steps: int) -> list[dict[Entry, float]]:
-    """Each step's ms per entry, averaged over the side's ranks."""
+def _per_step(side: ProfiledSide, steps: int, figure: str) -> list[dict[Any, float]]:
+    """Each step's `figure` (TraceSteps' ms, allocated or ranges) per key, averaged over the side's ranks."""
     ranks = len(side.ranks)
-    out: list[dict[Entry, float]] = [{} for _ in range(steps)]
+    out: list[dict[Any, float]] = [{} for _ in range(steps)]
     for trace in side.ranks:
+        rows = getattr(trace, figure)
         for i in range(steps):
             row = out[i]
-            for entry, ms in trace.ms[i].items():
-                row[entry] = row.get(entry, 0.0) + ms / ranks
-    return out
-
-
-def _per_step_bytes(side: ProfiledSide, steps: int) -> list[dict[str, float]]:
-    ranks = len(side.ranks)
-    out: list[dict[str, float]] = [{} for _ in range(steps)]
-    for trace in side.ranks:
-        for i in range(steps):
-            for name, size in trace.allocated[i].items():
-                out[i][name] = out[i].get(name, 0.0) + size / ranks
+            for key, value in rows[i].items():
+                row[key] = row.get(key, 0.0) + value / ranks
     return out
 
 
@@ -109,39 +106,39 @@ def attribute(
     candidate: list[dict[Entry, float]] = []
     base_steps: list[float] = []
     candidate_steps: list[float] = []
-    base_bytes: list[dict[str, float]] = []
-    candidate_bytes: list[dict[str, float]] = []
+    figures: dict[str, tuple[list[dict[Any, float]], list[dict[Any, float]]]] = {
+        "allocated": ([], []),
+        "ranges": ([], []),
+    }
     for profiled in rounds:
         n = min(_steps(profiled), len(profiled.base.step_time_s), len(profiled.candidate.step_time_s))
-        base += _per_step_ms(profiled.base, n)
-        candidate += _per_step_ms(profiled.candidate, n)
+        base += _per_step(profiled.base, n, "ms")
+        candidate += _per_step(profiled.candidate, n, "ms")
         base_steps += [1e3 * s for s in profiled.base.step_time_s[:n]]
         candidate_steps += [1e3 * s for s in profiled.candidate.step_time_s[:n]]
-        base_bytes += _per_step_bytes(profiled.base, n)
-        candidate_bytes += _per_step_bytes(profiled.candidate, n)
+        for figure, (b, c) in figures.items():
+            b += _per_step(profiled.base, n, figure)
+            c += _per_step(profiled.candidate, n, figure)
     if not base_steps:
         return {"schema_version": SCHEMA_VERSION, "steps": 0, "entries": [], "why": "no profiled steps"}
     measured = _change(base_steps, candidate_steps, confidence)
     total = float(measured["change_ms_per_step"] if decided_change_ms is None else decided_change_ms)
     direction = 1.0 if total >= 0 else -1.0
-    entries = []
-    for entry in sorted({e for row in base + candidate for e in row}, key=lambda e: (e.kind, e.name)):
-        b = [row.get(entry, 0.0) for row in base]
-        c = [row.get(entry, 0.0) for row in candidate]
-        figures = _change(b, c, confidence)
-        change = float(figures["change_ms_per_step"])
-        only_in = "candidate" if not any(b) else "base" if not any(c) else None
-        entries.append(
-            {
-                "op": entry.label,
-                "kind": entry.kind,
-                **figures,
-                "share_pct": 100.0 * change / total if total else math.nan,
-                "only_in": only_in,
-                "communication": entry.communication,
-            }
-        )
+    entries = [
+        {
+            **_shared(entry.label, base, candidate, entry, total, confidence),
+            "kind": entry.kind,
+            "communication": entry.communication,
+        }
+        for entry in sorted({e for row in base + candidate for e in row}, key=lambda e: (e.kind, e.name))
+    ]
     entries.sort(key=lambda e: -_surely_carried(e, direction))
+    base_ranges, candidate_ranges = figures["ranges"]
+    ranges = [
+        _shared(name, base_ranges, candidate_ranges, name, total, confidence)
+        for name in sorted({name for row in base_ranges + candidate_ranges for name in row})
+    ]
+    ranges.sort(key=lambda e: -_surely_carried(e, direction))
     top = entries[:TOP]
     explained = sum(float(e["share_pct"]) for e in top) if total else None
     return {
@@ -154,7 +151,31 @@ def attribute(
         "explained_by_top_pct": explained,
         "communication": _summed(entries, base, candidate, confidence),
         "entries": [_finite(e) for e in entries[:KEPT]],
-        "allocations": _allocations(base_bytes, candidate_bytes),  # empty unless allocations were recorded
+        # Each range whole, its operators included (they overlap: shares do not add up across ranges).
+        "ranges": [_finite(r) for r in ranges[:RANGES_KEPT]],
+        "allocations": _allocations(*figures["allocated"]),  # empty unless allocations were recorded
+    }
+
+
+def _shared(
+    op: str,
+    base: list[dict[Any, float]],
+    candidate: list[dict[Any, float]],
+    key: Any,
+    total: float,
+    confidence: float,
+) -> dict[str, Any]:
+    """`key`'s change per step with its interval, its share of `total`, and the side it runs on alone."""
+    b = [row.get(key, 0.0) for row in base]
+    c = [row.get(key, 0.0) for row in candidate]
+    figures = _change(b, c, confidence)
+    only_in = "candidate" if not any(b) else "base" if not any(c) else None
+    change = float(figures["change_ms_per_step"])
+    return {
+        "op": op,
+        **figures,
+        "share_pct": 100.0 * change / total if total else math.nan,
+        "only_in": only_in,
     }
 
 
@@ -180,7 +201,7 @@ def _summed(
     return _change(b, c, confidence)
 
 
-def _allocations(base: list[dict[str, float]], candidate: list[dict[str, float]]) -> list[dict[str, Any]]:
+def _allocations(base: list[dict[Any, float]], candidate: list[dict[Any, float]]) -> list[dict[str, Any]]:
     """Operators that allocate more per step (MiB), the largest growth first."""
     names = {name for row in base + candidate for name in row}
     rows: list[dict[str, Any]] = []

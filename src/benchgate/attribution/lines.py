@@ -5,6 +5,7 @@
       1. aten::native_layer_norm  +6.25 ms/step [+4.43, +8.79]  52%
       2. aten::native_layer_norm_backward  +4.80 ms/step [+3.89, +5.88]  40%
       ...
+      whole ranges (operators inside included): forward +6.60 [+4.61, +9.02] 55%; backward ...
     traces: ab/ws1/explain/round1/A/op-trace/rank0.pt.trace.json.gz, ... (Perfetto or TensorBoard)
 
 The terminal, compare.md, summary.md (the step summary and the PR comment) and report.html all print
@@ -18,6 +19,7 @@ from typing import Any
 from benchgate.results.comparison import Comparison
 
 SHOWN = 5
+RANGES = 3  # the whole ranges shown, those that surely carry most first
 _ONLY_IN = {"candidate": "new", "base": "gone"}
 
 
@@ -37,6 +39,14 @@ def entry_line(rank: int, entry: dict[str, Any]) -> str:
     if entry.get("only_in"):
         parts.append(f"({_ONLY_IN[entry['only_in']]}: only the {entry['only_in']} runs it)")
     return "  ".join(parts)
+
+
+def _range(entry: dict[str, Any]) -> str:
+    low, high = entry["ci"]
+    share = entry.get("share_pct")
+    return f"{entry['op']} {_ms(entry['change_ms_per_step'])} [{_ms(low)}, {_ms(high)}]" + (
+        f" {share:.0f}%" if share is not None else ""
+    )
 
 
 def heading(world_size: str, block: dict[str, Any], change_pct: float | None) -> str:
@@ -65,6 +75,9 @@ def block_lines(world_size: str, block: dict[str, Any], change_pct: float | None
     lines = [heading(world_size, block, change_pct)]
     entries = block.get("entries") or []
     lines += [f"  {entry_line(i, e)}" for i, e in enumerate(entries[:SHOWN], start=1)]
+    ranges = block.get("ranges") or []
+    if ranges:
+        lines.append("  whole ranges (operators inside included): " + "; ".join(map(_range, ranges[:RANGES])))
     communication = block.get("communication")
     if communication:
         low, high = communication["ci"]

@@ -7,9 +7,20 @@ less that of the events nested directly inside it on the same thread. Self times
 host time, so what no operator accounts for (Python between operators) is the self time of the
 innermost range around it, and is named after that range, e.g. "forward (Python outside operators)".
 
+A blocking collective's wait is the exception: gloo's `wait()` records no event, so the time a rank
+waits for the others would be its caller's Python. The gap between a collective's operator
+(`c10d::allreduce_`, ...) and the next event on its thread is that wait, and is an entry of its own,
+"c10d::allreduce_ (wait after the call)", flagged as communication. Where the collective does not
+block the host (NCCL's), the gap is the few microseconds of Python it is.
+
 On CUDA each kernel (and memcpy/memset) is an entry of its own, measured on the device, and belongs to
 the step whose host code launched it (the launch's `correlation` id), not to the step during which the
 device ran it: steps are queued ahead of the device.
+
+Ranges whole: each record_function range's time with everything inside it (the bench's forward,
+backward, optimizer_step, the workload's own ranges, torch's Optimizer.step), per step, counted once
+where a range nests in one of its own name. A cause that scales every operator of the forward (the
+forward run twice) is spread thin over operators and whole in its range.
 
 Allocations: with profile_memory on, each `[memory]` event of positive size counts toward the innermost
 operator open on its thread at that instant, passing over the operators that only allocate for their
@@ -36,7 +47,7 @@ from benchgate.errors import BadInputError
 
 STEP_RANGE = "benchgate.step#"
 TRACE_SUFFIX = ".pt.trace.json.gz"  # a profiled launch writes rank<r> + this per rank (measure/op_trace.py)
-KINDS = ("cpu", "python", "cuda")  # host operator, Python inside a range, device kernel
+KINDS = ("cpu", "python", "wait", "cuda")  # host operator, Python inside a range, a collective's wait, kernel
 HOST_CATEGORIES = ("cpu_op", "user_annotation")
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
@@ -49,6 +60,9 @@ COMMUNICATION = re.compile(
     r"^(DistributedDataParallel|DDP)\.|^ProcessGroup"
 )
 PYTHON_SUFFIX = " (Python outside operators)"
+WAIT_SUFFIX = " (wait after the call)"
+# The host operators of collectives, after which a blocking process group waits outside any operator.
+COLLECTIVE_OP = re.compile(r"^_?c10d(_functional)?::")
 # Operators that only allocate for the one that called them: an allocation is that caller's (the
 # LayerNorm's output, not aten::empty's).
 ALLOCATING_OPS = frozenset(
@@ -74,6 +88,8 @@ class Entry:
     def label(self) -> str:
         if self.kind == "python":
             return self.name + PYTHON_SUFFIX
+        if self.kind == "wait":
+            return self.name + WAIT_SUFFIX
         return f"{self.name} [kernel]" if self.kind == "cuda" else self.name
 
     @property
@@ -87,6 +103,7 @@ class TraceSteps:
 
     ms: list[dict[Entry, float]] = field(default_factory=list)
     allocated: list[dict[str, int]] = field(default_factory=list)
+    ranges: list[dict[str, float]] = field(default_factory=list)  # per step, ms per range, whole
 
     @property
     def steps(self) -> int:
@@ -131,7 +148,7 @@ def steps_of(events: list[dict[str, Any]], source: str = "trace") -> TraceSteps:
     if not spans:
         raise BadInputError(f"profiler trace {source}: no {STEP_RANGE}<i> ranges (not a profiled bench step)")
     starts = [s[0] for s in spans]
-    out = TraceSteps([{} for _ in spans], [{} for _ in spans])
+    out = TraceSteps([{} for _ in spans], [{} for _ in spans], [{} for _ in spans])
 
     def step_at(ts: float) -> int | None:
         i = bisect.bisect_right(starts, ts) - 1
@@ -161,31 +178,62 @@ def _host_self_times(events: list[dict[str, Any]], step_at: Any, out: TraceSteps
         by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(item)
     for items in by_thread.values():
         items.sort(key=lambda item: item[:3])
-        stack: list[list[Any]] = []  # [end, entry or None (a step range), step, self_us]
+        # A frame: [end, entry or None (a step range), step, self_us, the collective that closed last
+        # inside it and when (the wait that follows it is that collective's)].
+        stack: list[list[Any]] = []
         for ts, order, negative_dur, e in items:
             while stack and stack[-1][0] <= ts and not (order == 1 and stack[-1][0] == ts):
-                _close(stack.pop(), out)
+                _close(stack, out)
             if order == 1:
                 _allocation(e, stack, step_at(ts), out)
                 continue
             dur = -negative_dur
             if stack:
+                _end_wait(stack[-1], ts, out)
                 stack[-1][3] -= dur  # a child's time is not its parent's own
             name = str(e.get("name", "?"))
             entry = None if _is_step(name) else Entry(name, "cpu" if e["cat"] == "cpu_op" else "python")
-            stack.append([ts + dur, entry, step_at(ts), dur])
+            if entry is not None and entry.kind == "python":
+                _range_whole(entry.name, dur, stack, step_at(ts), out)
+            stack.append([ts + dur, entry, step_at(ts), dur, None, 0.0])
         while stack:
-            _close(stack.pop(), out)
+            _close(stack, out)
 
 
-def _close(frame: list[Any], out: TraceSteps) -> None:
-    _end, entry, step, self_us = frame
+def _close(stack: list[list[Any]], out: TraceSteps) -> None:
+    frame = stack.pop()
+    end, entry, step = frame[:3]
+    _end_wait(frame, end, out)
+    if stack:  # the parent's next gap, up to its next child or its end, is this collective's wait
+        collective = entry is not None and entry.kind == "cpu" and COLLECTIVE_OP.match(entry.name)
+        stack[-1][4:6] = [entry if collective else None, end]
     if step is None:
         return
     # The step range's own time (between its ranges) is Python too: named for the step.
-    entry = entry or Entry("step", "python")
+    _add(out, step, entry or Entry("step", "python"), frame[3])
+
+
+def _end_wait(frame: list[Any], until: float, out: TraceSteps) -> None:
+    """Move the gap since the collective that closed last in `frame` from the frame's own time to
+    that collective's wait."""
+    collective, since = frame[4], frame[5]
+    frame[4] = None
+    if collective is None or frame[2] is None or until <= since:
+        return
+    frame[3] -= until - since
+    _add(out, frame[2], Entry(collective.name, "wait"), until - since)
+
+
+def _range_whole(name: str, dur: float, stack: list[list[Any]], step: int | None, out: TraceSteps) -> None:
+    if step is None or any(f[1] is not None and f[1].name == name for f in stack):
+        return  # outside the steps, or inside a range of its own name (its time is counted there)
+    row = out.ranges[step]
+    row[name] = row.get(name, 0.0) + dur / 1e3
+
+
+def _add(out: TraceSteps, step: int, entry: Entry, us: float) -> None:
     row = out.ms[step]
-    row[entry] = row.get(entry, 0.0) + max(self_us, 0.0) / 1e3
+    row[entry] = row.get(entry, 0.0) + max(us, 0.0) / 1e3
 
 
 def _allocation(e: dict[str, Any], stack: list[list[Any]], step: int | None, out: TraceSteps) -> None:

@@ -139,3 +139,29 @@ def test_grown_allocations_are_named(tmp_path: Path) -> None:
     grown = {row["op"]: row for row in block["allocations"]}
     assert "aten::native_layer_norm" in grown and grown["aten::native_layer_norm"]["base_mib_per_step"] == 0
     assert any(line.startswith("  allocates more: ") for line in block_lines("1", block))
+
+
+def test_a_cause_spread_over_a_range_is_carried_by_the_range_whole(tmp_path: Path) -> None:
+    """The forward run six times: every forward operator grows a little, and the forward range, with
+    its operators inside, is an entry of the `ranges` list with the same figures as the operators'."""
+    base, base_s = profile_steps(tmp_path / "A", 8)
+    candidate, candidate_s = profile_steps(tmp_path / "B", 8, forwards=6)
+    block = attribute(
+        [
+            ProfiledRound(
+                ProfiledSide([read_trace(base)], base_s), ProfiledSide([read_trace(candidate)], candidate_s)
+            )
+        ]
+    )
+    ranges = {r["op"]: r for r in block["ranges"]}
+    forward = ranges["forward"]
+    # The sides ran one after the other here (not in turns), so a busy host moves any figure: the order
+    # is asserted where the sides take turns (tests/gate/test_ab_explain.py), the figures' making here.
+    assert forward["only_in"] is None and forward["candidate_ms_per_step"] > 0
+    # Its share divides the profiled steps' own change (no decided one given), as the entries' do.
+    assert forward["share_pct"] == pytest.approx(
+        100 * forward["change_ms_per_step"] / block["measured"]["change_ms_per_step"]
+    )
+    line = next(line for line in block_lines("1", block) if "whole ranges" in line)
+    assert line.startswith("  whole ranges (operators inside included): ") and "; " in line
+    assert f"{block['ranges'][0]['op']} +" in line or f"{block['ranges'][0]['op']} -" in line

@@ -26,9 +26,29 @@ class Net(nn.Module):
 
 
 def profile_steps(
-    trace_dir: Path, steps: int = 6, extra_norm: int = 0, memory: bool = False, seed: int = 0
+    trace_dir: Path,
+    steps: int = 6,
+    extra_norm: int = 0,
+    memory: bool = False,
+    seed: int = 0,
+    forwards: int = 1,
 ) -> tuple[Path, list[float]]:
-    """Profile `steps` training steps into `trace_dir`; the trace's path and each step's seconds."""
+    """Profile `steps` training steps into `trace_dir`; the trace's path and each step's seconds.
+    The forward is a `forward` range, as the bench's is; `forwards` > 1 runs it that many times (the
+    extra runs' outputs unused)."""
+    # One intra-op thread: on a host busy with other work, an operator split over threads waits for the
+    # slowest and its time leaps (a 0.4 ms LayerNorm measured 40 ms); the bench's A/B sides pin theirs.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _profile(trace_dir, steps, extra_norm, memory, seed, forwards)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _profile(
+    trace_dir: Path, steps: int, extra_norm: int, memory: bool, seed: int, forwards: int
+) -> tuple[Path, list[float]]:
     import time
 
     torch.manual_seed(seed)
@@ -40,7 +60,10 @@ def profile_steps(
         for i in range(steps):
             started = time.perf_counter()
             with step_range(i):
-                loss = model(x).square().mean()
+                with torch.profiler.record_function("forward"):
+                    loss = model(x).square().mean()
+                    for _ in range(forwards - 1):
+                        model(x)
                 loss.backward()
                 optimizer.step()
                 optimizer.zero_grad()

@@ -11,7 +11,7 @@ cause adds or slows (EXPECTED: any of them counts as the cause; a cause that slo
 such as eager attention, lists them all).
 
 Printed per cause: the decision and its change, the top three entries, whether an expected one ranks
-first / in the top three, the share the top five explain, the range that surely carries most (whole,
+first / in the top three, the share the top five explain, the range that carries most (whole,
 its operators inside) with its share, and the explaining rounds' wall time against the decision's (the
 overhead a FAIL pays). The summary gives each rate over the A/Bs that decided FAIL, with its Wilson 95%
 interval.
@@ -154,7 +154,7 @@ def run_cause(cause: str, root: Path) -> dict[str, Any]:
 
 
 def _range_share(result: dict[str, Any]) -> float:
-    """The share the range that surely carries most carries (0 where no range was profiled)."""
+    """The share of the range first in the ranges list (0 where no range was profiled)."""
     ranges = result.get("top_ranges") or []
     return float(ranges[0]["share_pct"] or 0) if ranges else 0.0
 

@@ -61,7 +61,7 @@ def test_a_fail_names_the_planted_operator(repo: Path, tmp_path: Path) -> None:
     # The deciding rounds' change is what the shares divide; cumsum is most of it.
     assert block["shared_change_ms_per_step"] > 0 and first["share_pct"] > 30
     assert block["seconds"] > 0 and block["decision_seconds"] > 0
-    # Whole, the bench's forward range holds the planted operator: the range that surely carries most.
+    # Whole, the bench's forward range holds the planted operator: the range that carries most.
     forward = block["ranges"][0]
     assert forward["op"] == "forward" and forward["ci"][0] > 0, block["ranges"][:3]
 

@@ -18,7 +18,8 @@ and the operator that launched it are both entries (device and host time overlap
 beyond 100%. An entry seen on one side only is marked `only_in` ("base": gone, "candidate": new).
 
 Ranges whole (trace_ops: a record_function range with every operator inside it) get the same figures
-in a list of their own, `ranges`, ranked the same way: where a cause scales every operator of a range
+in a list of their own, `ranges`, ranked by their estimated change (a range holds noisy operators, so
+its interval is wide even where its change is plain): where a cause scales every operator of a range
 (the forward run twice), no five operators carry it and its range does. Ranges nest and hold the
 entries, so their shares are read one by one, never summed with the entries'.
 
@@ -138,7 +139,9 @@ def attribute(
         _shared(name, base_ranges, candidate_ranges, name, total, confidence)
         for name in sorted({name for row in base_ranges + candidate_ranges for name in row})
     ]
-    ranges.sort(key=lambda e: -_surely_carried(e, direction))
+    # By the estimate: a range whole holds its large, noisy operators (a matmul), so its interval is
+    # wide even where its change is plain; ranked by sure change, a tiny quiet range would come first.
+    ranges.sort(key=lambda e: -direction * float(e["change_ms_per_step"]))
     top = entries[:TOP]
     explained = sum(float(e["share_pct"]) for e in top) if total else None
     return {

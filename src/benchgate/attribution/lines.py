@@ -19,7 +19,7 @@ from typing import Any
 from benchgate.results.comparison import Comparison
 
 SHOWN = 5
-RANGES = 3  # the whole ranges shown, those that surely carry most first
+RANGES = 3  # the whole ranges shown, the largest change first
 _ONLY_IN = {"candidate": "new", "base": "gone"}
 
 

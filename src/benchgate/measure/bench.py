@@ -177,7 +177,9 @@ def run_worker(
     with (
         sampling(rank == 0 and tracking.enabled and tracking.system_metrics) as sampler,
         device_window(str(torch.cuda.get_device_properties(device).uuid) if cuda else None) as window,
-        profiled(op_trace, rank, device, op_trace_memory) as marked,
+        profiled(
+            op_trace, rank, device, op_trace_memory, before_export=turns.finish if turns is not None else None
+        ) as marked,
     ):
         if turns is not None:
             turns.ready()  # set up: none of this side's setup overlaps the other side's first timed step
@@ -185,7 +187,8 @@ def run_worker(
             trainer, bench.steps, timer, rank == 0, bench.sync_every, reference, turns, mark_steps=marked
         )
     if turns is not None:
-        turns.finish()  # both sides' last steps are done: this side's teardown times nothing
+        turns.finish()  # both sides' last steps are done: this side's teardown times nothing (a profiled
+        # side has waited for them before its trace's export already)
     per_rank_times = timer.seconds()
     measured_memory = cuda_memory_peaks(device)
     rss_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB

@@ -8,7 +8,10 @@ attributed to nothing. Host operators always; CUDA kernels where the step runs o
 are not recorded: they multiply the profiler's cost per operator, and operators are paired by name.
 
 Each rank writes `<dir>/rank<r>.pt.trace.json.gz`, which Perfetto and TensorBoard open as they are,
-after the last step: the export times nothing.
+after the last step: the export times nothing. In an A/B round it waits for both sides' last steps
+(`before_export`, the turn client's finish): the profiler's processing and the export take a core for a
+second or more, and beside the other side's last step they slowed that step threefold (a base step of
+355 ms among steps of 120 ms, measured in benchmarks/attribution.py's traces).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -36,16 +39,24 @@ def step_range(i: int) -> contextlib.AbstractContextManager[object]:
 
 @contextlib.contextmanager
 def profiled(
-    trace_dir: Path | None, rank: int, device: torch.device, memory: bool = False
+    trace_dir: Path | None,
+    rank: int,
+    device: torch.device,
+    memory: bool = False,
+    before_export: Callable[[], None] | None = None,
 ) -> Iterator[bool]:
     """Profile the block into `trace_dir`'s rank trace; yields whether it profiles (no dir: it does not).
-    `memory`: record allocations too (the memory view; it adds an event per allocation)."""
+    `memory`: record allocations too (the memory view; it adds an event per allocation).
+    `before_export`: called after the block, before the profiler stops and processes what it recorded
+    (an A/B side waits there for the other side's last step; module docstring)."""
     if trace_dir is None:
         yield False
         return
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with profile(activities=activities, profile_memory=memory) as prof:
         yield True
+        if before_export is not None:
+            before_export()
     trace_dir.mkdir(parents=True, exist_ok=True)
     target = trace_path(trace_dir, rank)
     # torch's own .gz export compresses at gzip's slowest level: 3-4 s a trace of 12 small steps, where

@@ -82,7 +82,10 @@ class TurnClient:
 
     def finish(self) -> None:
         """Wait until both sides' last measured turns are done (END), then close: teardown after that
-        overlaps no timed step."""
+        overlaps no timed step. Called again, it returns: a profiled side finishes before its trace's
+        export (measure/op_trace.profiled), and the bench finishes every side after its steps."""
+        if self.stream.closed:
+            return
         line = self.stream.readline()
         if line != b"END\n":
             raise RunFailedError(f"turn coordinator: expected END, got {line!r} (it stopped or timed out)")

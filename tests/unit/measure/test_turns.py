@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +110,47 @@ def test_a_side_that_disconnects_mid_round_is_an_error() -> None:
         coordinator.run(3, alive=lambda: True)
     good.join(timeout=10)
     assert not good.is_alive()
+
+
+def test_a_profiled_side_writes_its_trace_after_the_other_sides_last_step(tmp_path: Path) -> None:
+    """A profiled side (ab/explain.py's rounds) stops and exports its trace only after END: its export,
+    a core busy for a second or more, never runs beside the other side's last timed step."""
+    import torch
+
+    from benchgate.measure.op_trace import profiled, step_range, trace_path
+
+    steps = 3
+    coordinator = TurnCoordinator(ranks_per_side=1, timeout_s=20, seed=0)  # its last pair is "AB"
+    trace = trace_path(tmp_path, 0)
+    written: list[bool] = []  # at the end of each of B's steps: whether A's trace exists yet
+
+    def other_side() -> None:
+        client = TurnClient(coordinator.address, "B", 0, timeout_s=20)
+        client.ready()
+        for _ in range(steps):
+            client.wait()
+            time.sleep(0.5)  # long enough for A's export to finish inside it, were it not waiting
+            written.append(trace.exists())
+            client.done()
+        client.finish()
+
+    orders: list[str] = []
+    threads = [
+        threading.Thread(target=other_side),
+        threading.Thread(target=lambda: orders.extend(coordinator.run(steps, alive=lambda: True))),
+    ]
+    for t in threads:
+        t.start()
+    client = TurnClient(coordinator.address, "A", 0, timeout_s=20)
+    with profiled(tmp_path, 0, torch.device("cpu"), before_export=client.finish):
+        client.ready()
+        for i in range(steps):
+            client.wait()
+            with step_range(i):
+                torch.randn(64, 64).sum()
+            client.done()
+    client.finish()  # the bench finishes every side again after its steps: it returns
+    for t in threads:
+        t.join(timeout=20)
+    assert orders[-1] == "AB"  # A's last step came first: B's last step could have met A's export
+    assert written == [False] * steps and trace.is_file()

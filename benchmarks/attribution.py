@@ -45,6 +45,13 @@ EXPECTED: dict[str, tuple[str, int, str]] = {
     "extra_layernorm": ("gpt", 1, r"native_layer_norm"),
     "extra_copy": ("gpt", 1, r"aten::(clone|copy_|empty_like)$"),
     "extra_contiguous": ("gpt", 1, r"aten::(clone|copy_|contiguous|empty_like)$"),
+    # The layout change's cost is SDPA's math path (its copies are three a block): its operators name it,
+    # and the flash kernel it no longer reaches is expected among the offsetting entries (gone).
+    "layout_drops_flash": (
+        "gpt",
+        1,
+        r"aten::(bmm|baddbmm|matmul|_softmax|_softmax_backward_data|_scaled_dot_product_attention_math)$",
+    ),
     "eager_attention": (
         "gpt",
         1,
@@ -146,6 +153,10 @@ def run_cause(cause: str, root: Path) -> dict[str, Any]:
             {k: r[k] for k in ("op", "change_ms_per_step", "ci", "share_pct")} for r in block["ranges"][:3]
         ],
         "communication": block.get("communication"),
+        "offsetting": [
+            {k: e[k] for k in ("op", "change_ms_per_step", "ci", "only_in")} for e in block["offsetting"][:3]
+        ],
+        "calls_per_step": block["calls_per_step"],
         "decision_s": outcome.seconds,
         "explain_s": block["seconds"],
         "overhead_pct": 100.0 * block["seconds"] / outcome.seconds,

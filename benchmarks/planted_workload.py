@@ -37,9 +37,12 @@ def _block_forward(self: gpt.Block, x: torch.Tensor) -> torch.Tensor:
             h = h.clone()
     q, k, v = self.qkv(h).split(d, dim=2)
     q, k, v = (z.view(b, t, self.n_heads, d // self.n_heads).transpose(1, 2) for z in (q, k, v))
-    if CAUSE == "extra_contiguous":
-        for _ in range(2 * REPEAT):
-            q, k, v = (z.transpose(2, 3).contiguous().transpose(2, 3) for z in (q, k, v))
+    if CAUSE == "extra_contiguous":  # copies only: the layout SDPA is given stays row-major
+        for _ in range(REPEAT):
+            q, k, v = (z.transpose(1, 2).contiguous().transpose(1, 2).contiguous() for z in (q, k, v))
+    if CAUSE == "layout_drops_flash":  # one copy each into a column-major layout: SDPA's flash kernel
+        # wants the last dimension contiguous, so the candidate runs SDPA's math path (its matmuls)
+        q, k, v = (z.transpose(2, 3).contiguous().transpose(2, 3) for z in (q, k, v))
     if CAUSE == "eager_attention":
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
         mask = torch.ones(t, t, dtype=torch.bool, device=x.device).triu(1)

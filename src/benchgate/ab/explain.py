@@ -29,7 +29,7 @@ from benchgate.measure.launch import OP_TRACE_DIR
 from benchgate.results.comparison import Comparison
 
 EXPLAIN_DIR = "explain"
-EXPLAIN_STEPS = 10  # per side and profiled round, at most (the deciding rounds' length, where shorter)
+EXPLAIN_STEPS = 8  # per side and profiled round, at most (the deciding rounds' length, where shorter)
 EXPLAIN_WARMUP = 2  # per side, at most (the deciding rounds' warmup, where shorter)
 # A seed apart from the deciding rounds' (bench.seed + index): the explaining rounds draw their own
 # launch order.

@@ -23,6 +23,12 @@ its interval is wide even where its change is plain): where a cause scales every
 (the forward run twice), no five operators carry it and its range does. Ranges nest and hold the
 entries, so their shares are read one by one, never summed with the entries'.
 
+What moved against the change is listed apart too, `offsetting`: an operator gone from a slower
+candidate (the flash-attention kernel a changed layout no longer reaches, beside the math path's new
+matmuls) ranks last by its contribution, and is half of the story. Each operator and kernel carries its
+calls per step on each side, and the block the sides' operator counts: a cause spread thin over many
+operators (the forward run twice) reads there as every count grown.
+
 Collectives (trace_ops.COMMUNICATION) are also summed apart: at ws=N a scaling regression then reads as
 communication or as compute.
 """
@@ -43,6 +49,7 @@ SCHEMA_VERSION = 1
 TOP = 5  # the entries each view shows
 KEPT = 40  # the entries compare.json keeps (the rest carry a negligible share)
 RANGES_KEPT = 10
+OFFSETTING_KEPT = 5  # entries that surely moved against the change (kept even beyond KEPT)
 _MiB = 1024 * 1024
 
 
@@ -110,6 +117,7 @@ def attribute(
     figures: dict[str, tuple[list[dict[Any, float]], list[dict[Any, float]]]] = {
         "allocated": ([], []),
         "ranges": ([], []),
+        "calls": ([], []),
     }
     for profiled in rounds:
         n = min(_steps(profiled), len(profiled.base.step_time_s), len(profiled.candidate.step_time_s))
@@ -125,15 +133,25 @@ def attribute(
     measured = _change(base_steps, candidate_steps, confidence)
     total = float(measured["change_ms_per_step"] if decided_change_ms is None else decided_change_ms)
     direction = 1.0 if total >= 0 else -1.0
+    base_calls, candidate_calls = figures["calls"]
     entries = [
         {
             **_shared(entry.label, base, candidate, entry, total, confidence),
             "kind": entry.kind,
             "communication": entry.communication,
+            **_calls(entry, base_calls, candidate_calls),
         }
         for entry in sorted({e for row in base + candidate for e in row}, key=lambda e: (e.kind, e.name))
     ]
     entries.sort(key=lambda e: -_surely_carried(e, direction))
+    # Entries that surely moved against the change (an operator gone from a slower candidate: the
+    # attention kernel it no longer runs), the largest first: they rank last above, and they are half
+    # of what changed.
+    offsetting = sorted(
+        (e for e in entries if _surely_carried(e, -direction) > 0),
+        key=lambda e: -_surely_carried(e, -direction),
+    )[:OFFSETTING_KEPT]
+    kept = entries[:KEPT] + [e for e in offsetting if e not in entries[:KEPT]]
     base_ranges, candidate_ranges = figures["ranges"]
     ranges = [
         _shared(name, base_ranges, candidate_ranges, name, total, confidence)
@@ -153,7 +171,12 @@ def attribute(
         "shared_change_ms_per_step": total,  # what share_pct divides
         "explained_by_top_pct": explained,
         "communication": _summed(entries, base, candidate, confidence),
-        "entries": [_finite(e) for e in entries[:KEPT]],
+        "calls_per_step": {  # host operators run per step (all ranks' mean), each side
+            "base": _total_calls(base_calls),
+            "candidate": _total_calls(candidate_calls),
+        },
+        "entries": [_finite(e) for e in kept],
+        "offsetting": [_finite(e) for e in offsetting],
         # Each range whole, its operators included (they overlap: shares do not add up across ranges).
         "ranges": [_finite(r) for r in ranges[:RANGES_KEPT]],
         "allocations": _allocations(*figures["allocated"]),  # empty unless allocations were recorded
@@ -180,6 +203,20 @@ def _shared(
         "share_pct": 100.0 * change / total if total else math.nan,
         "only_in": only_in,
     }
+
+
+def _calls(entry: Entry, base: list[dict[Any, float]], candidate: list[dict[Any, float]]) -> dict[str, float]:
+    """An operator's or kernel's calls per step on each side (a range's Python has none)."""
+    if entry.kind not in ("cpu", "cuda") or not base:
+        return {}
+    return {
+        "base_calls_per_step": sum(row.get(entry, 0.0) for row in base) / len(base),
+        "candidate_calls_per_step": sum(row.get(entry, 0.0) for row in candidate) / len(candidate),
+    }
+
+
+def _total_calls(rows: list[dict[Any, float]]) -> float:
+    return sum(n for row in rows for e, n in row.items() if e.kind == "cpu") / len(rows) if rows else 0.0
 
 
 def _surely_carried(entry: dict[str, Any], direction: float) -> float:

@@ -2,9 +2,11 @@
 
     Why ws=1 is slower: 2 profiled rounds (12 steps each) against the A/B's -7.0% (+11.9 ms/step); the top
     five carry 118% of it
-      1. aten::native_layer_norm  +6.25 ms/step [+4.43, +8.79]  52%
-      2. aten::native_layer_norm_backward  +4.80 ms/step [+3.89, +5.88]  40%
+      1. aten::native_layer_norm  +6.25 ms/step [+4.43, +8.79]  52%  (calls/step 2 -> 26)
+      2. aten::native_layer_norm_backward  +4.80 ms/step [+3.89, +5.88]  40%  (calls/step 2 -> 26)
       ...
+      took less time (offsets part of it): aten::relu -0.31 (gone); ...
+      operators run per step: 1,210 -> 1,402 (x1.16)
       whole ranges (operators inside included): forward +6.60 [+4.61, +9.02] 55%; backward ...
     traces: ab/ws1/explain/round1/A/op-trace/rank0.pt.trace.json.gz, ... (Perfetto or TensorBoard)
 
@@ -38,7 +40,21 @@ def entry_line(rank: int, entry: dict[str, Any]) -> str:
         parts.append(f"{share:.0f}%")
     if entry.get("only_in"):
         parts.append(f"({_ONLY_IN[entry['only_in']]}: only the {entry['only_in']} runs it)")
+    elif _calls_differ(entry.get("base_calls_per_step"), entry.get("candidate_calls_per_step")):
+        parts.append(
+            f"(calls/step {entry['base_calls_per_step']:.0f} -> {entry['candidate_calls_per_step']:.0f})"
+        )
     return "  ".join(parts)
+
+
+def _calls_differ(base: float | None, candidate: float | None) -> bool:
+    """Whether the call counts differ by more than rounding (counts are means over steps and ranks)."""
+    return base is not None and candidate is not None and abs(candidate - base) >= max(0.5, 0.05 * base)
+
+
+def _offsetting(entry: dict[str, Any]) -> str:
+    text = f"{entry['op']} {_ms(entry['change_ms_per_step'])}"
+    return text + (f" ({_ONLY_IN[entry['only_in']]})" if entry.get("only_in") else "")
 
 
 def _range(entry: dict[str, Any]) -> str:
@@ -75,6 +91,18 @@ def block_lines(world_size: str, block: dict[str, Any], change_pct: float | None
     lines = [heading(world_size, block, change_pct)]
     entries = block.get("entries") or []
     lines += [f"  {entry_line(i, e)}" for i, e in enumerate(entries[:SHOWN], start=1)]
+    offsetting = block.get("offsetting") or []
+    if offsetting:  # what the change hides: an operator the candidate no longer runs, ...
+        moved = "less" if float(block["shared_change_ms_per_step"]) >= 0 else "more"
+        lines.append(
+            f"  took {moved} time (offsets part of it): " + "; ".join(map(_offsetting, offsetting[:3]))
+        )
+    calls = block.get("calls_per_step") or {}
+    if _calls_differ(calls.get("base"), calls.get("candidate")):  # a cause spread thin over operators
+        lines.append(
+            f"  operators run per step: {calls['base']:,.0f} -> {calls['candidate']:,.0f} "
+            f"(x{calls['candidate'] / calls['base']:.2f})"
+        )
     ranges = block.get("ranges") or []
     if ranges:
         lines.append("  whole ranges (operators inside included): " + "; ".join(map(_range, ranges[:RANGES])))

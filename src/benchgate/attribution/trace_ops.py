@@ -22,6 +22,9 @@ backward, optimizer_step, the workload's own ranges, torch's Optimizer.step), pe
 where a range nests in one of its own name. A cause that scales every operator of the forward (the
 forward run twice) is spread thin over operators and whole in its range.
 
+Calls: how many times each operator (and kernel) ran in each step. A cause spread thin (the forward
+run twice, a module repeated) reads there as every count grown, where no one operator's time stands out.
+
 Allocations: with profile_memory on, each `[memory]` event of positive size counts toward the innermost
 operator open on its thread at that instant, passing over the operators that only allocate for their
 caller (aten::empty and its kind), so that a new LayerNorm's output is the LayerNorm's.
@@ -104,6 +107,7 @@ class TraceSteps:
     ms: list[dict[Entry, float]] = field(default_factory=list)
     allocated: list[dict[str, int]] = field(default_factory=list)
     ranges: list[dict[str, float]] = field(default_factory=list)  # per step, ms per range, whole
+    calls: list[dict[Entry, int]] = field(default_factory=list)  # per step, calls per operator or kernel
 
     @property
     def steps(self) -> int:
@@ -148,7 +152,7 @@ def steps_of(events: list[dict[str, Any]], source: str = "trace") -> TraceSteps:
     if not spans:
         raise BadInputError(f"profiler trace {source}: no {STEP_RANGE}<i> ranges (not a profiled bench step)")
     starts = [s[0] for s in spans]
-    out = TraceSteps([{} for _ in spans], [{} for _ in spans], [{} for _ in spans])
+    out = TraceSteps([{} for _ in spans], [{} for _ in spans], [{} for _ in spans], [{} for _ in spans])
 
     def step_at(ts: float) -> int | None:
         i = bisect.bisect_right(starts, ts) - 1
@@ -211,6 +215,8 @@ def _close(stack: list[list[Any]], out: TraceSteps) -> None:
         return
     # The step range's own time (between its ranges) is Python too: named for the step.
     _add(out, step, entry or Entry("step", "python"), frame[3])
+    if entry is not None and entry.kind == "cpu":
+        _count(out, step, entry)
 
 
 def _end_wait(frame: list[Any], until: float, out: TraceSteps) -> None:
@@ -234,6 +240,11 @@ def _range_whole(name: str, dur: float, stack: list[list[Any]], step: int | None
 def _add(out: TraceSteps, step: int, entry: Entry, us: float) -> None:
     row = out.ms[step]
     row[entry] = row.get(entry, 0.0) + max(us, 0.0) / 1e3
+
+
+def _count(out: TraceSteps, step: int, entry: Entry) -> None:
+    row = out.calls[step]
+    row[entry] = row.get(entry, 0) + 1
 
 
 def _allocation(e: dict[str, Any], stack: list[list[Any]], step: int | None, out: TraceSteps) -> None:
@@ -266,3 +277,4 @@ def _device_times(events: list[dict[str, Any]], step_at: Any, out: TraceSteps) -
         entry = Entry(str(e.get("name", "?")), "cuda")
         row = out.ms[step]
         row[entry] = row.get(entry, 0.0) + float(e.get("dur", 0.0)) / 1e3
+        _count(out, step, entry)

@@ -10,7 +10,7 @@ import torch.distributed as dist
 from torch.distributed import HashStore  # type: ignore[attr-defined]
 from traces import profile_steps
 
-from benchgate.attribution.attribute import KEPT, ProfiledRound, ProfiledSide, attribute
+from benchgate.attribution.attribute import KEPT, OFFSETTING_KEPT, ProfiledRound, ProfiledSide, attribute
 from benchgate.attribution.lines import block_lines
 from benchgate.attribution.trace_ops import read_trace
 from benchgate.measure.op_trace import profiled, step_range
@@ -44,7 +44,7 @@ def test_the_planted_operator_ranks_at_the_top_and_is_new(tmp_path: Path) -> Non
         100 * first["change_ms_per_step"] / block["measured"]["change_ms_per_step"]
     )
     assert block["communication"] is None  # no collective in these steps
-    assert len(block["entries"]) <= KEPT
+    assert len(block["entries"]) <= KEPT + OFFSETTING_KEPT  # what moved against the change is kept too
 
 
 def test_shares_divide_the_decided_change(tmp_path: Path) -> None:
@@ -165,3 +165,50 @@ def test_a_cause_spread_over_a_range_is_carried_by_the_range_whole(tmp_path: Pat
     line = next(line for line in block_lines("1", block) if "whole ranges" in line)
     assert line.startswith("  whole ranges (operators inside included): ") and "; " in line
     assert f"{block['ranges'][0]['op']} +" in line or f"{block['ranges'][0]['op']} -" in line
+
+
+def test_what_went_away_from_a_slower_candidate_is_listed_apart(tmp_path: Path) -> None:
+    """The candidate's GELU replaces the base's ReLU beside twelve new LayerNorms: the slowdown's top
+    entries are the LayerNorms, and the ReLU it no longer runs (with its backward) is `offsetting`,
+    kept in the entries and printed on a line of its own."""
+    base, base_s = profile_steps(tmp_path / "A", 8)
+    candidate, candidate_s = profile_steps(tmp_path / "B", 8, extra_norm=12, gelu=True)
+    block = attribute(
+        [
+            ProfiledRound(
+                ProfiledSide([read_trace(base)], base_s), ProfiledSide([read_trace(candidate)], candidate_s)
+            )
+        ]
+    )
+    assert block["shared_change_ms_per_step"] > 0
+    gone = {e["op"]: e for e in block["offsetting"]}
+    assert gone["aten::relu"]["only_in"] == "base" and gone["aten::relu"]["ci"][1] < 0
+    assert gone["aten::relu"]["candidate_calls_per_step"] == 0 < gone["aten::relu"]["base_calls_per_step"]
+    assert "aten::relu" in {e["op"] for e in block["entries"]}
+    line = next(line for line in block_lines("1", block) if "offsets part of it" in line)
+    assert line.startswith("  took less time (offsets part of it): ") and "aten::relu -" in line
+    assert "(gone)" in line
+
+
+def test_calls_per_step_show_a_cause_spread_thin(tmp_path: Path) -> None:
+    """The forward run three times: each forward operator's calls triple, and the sides' operator
+    counts say every operator ran more often."""
+    base, base_s = profile_steps(tmp_path / "A", 6)
+    candidate, candidate_s = profile_steps(tmp_path / "B", 6, forwards=3)
+    block = attribute(
+        [
+            ProfiledRound(
+                ProfiledSide([read_trace(base)], base_s), ProfiledSide([read_trace(candidate)], candidate_s)
+            )
+        ]
+    )
+    addmm = next(e for e in block["entries"] if e["op"] == "aten::addmm")
+    assert (addmm["base_calls_per_step"], addmm["candidate_calls_per_step"]) == (2, 6)
+    calls = block["calls_per_step"]
+    # Two more forwards, no more backwards or optimizer steps: a third more operators here.
+    assert calls["candidate"] > 1.2 * calls["base"] > 0
+    lines = block_lines("1", block)
+    counted = next(line for line in lines if line.startswith("  operators run per step: "))
+    assert counted.endswith(f"(x{calls['candidate'] / calls['base']:.2f})")
+    shown = [line for line in lines if "aten::addmm" in line and line[2:3].isdigit()]
+    assert all(line.endswith("(calls/step 2 -> 6)") for line in shown)

@@ -30,6 +30,9 @@ def test_self_times_partition_each_step(tmp_path: Path) -> None:
         assert row[Entry("aten::addmm", "cpu")] > 0
         # Optimizer.step is a range of torch's own; its Python between operators is an entry.
         assert any(e.kind == "python" and e.name.startswith("Optimizer.step") for e in row)
+    for row in steps.calls:  # each Linear's forward is one addmm a step; a range's Python is no call
+        assert row[Entry("aten::addmm", "cpu")] == 2
+        assert not any(e.kind == "python" for e in row)
     assert Entry("step", "python") in steps.ms[0]  # the step's own Python, between its ranges
     assert not any(e.kind == "cuda" for row in steps.ms for e in row)  # no GPU here: no kernels
     assert steps.allocated == [{} for _ in range(5)]  # allocations are recorded only when asked

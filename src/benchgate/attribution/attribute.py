@@ -50,6 +50,8 @@ TOP = 5  # the entries each view shows
 KEPT = 40  # the entries compare.json keeps (the rest carry a negligible share)
 RANGES_KEPT = 10
 OFFSETTING_KEPT = 5  # entries that surely moved against the change (kept even beyond KEPT)
+# ... and carry at least this much of it: a -0.01 ms/step scrap of bookkeeping is no part of the story.
+OFFSETTING_MIN_SHARE = 0.02
 _MiB = 1024 * 1024
 
 
@@ -148,7 +150,12 @@ def attribute(
     # attention kernel it no longer runs), the largest first: they rank last above, and they are half
     # of what changed.
     offsetting = sorted(
-        (e for e in entries if _surely_carried(e, -direction) > 0),
+        (
+            e
+            for e in entries
+            if _surely_carried(e, -direction) > 0
+            and abs(float(e["change_ms_per_step"])) >= OFFSETTING_MIN_SHARE * abs(total)
+        ),
         key=lambda e: -_surely_carried(e, -direction),
     )[:OFFSETTING_KEPT]
     kept = entries[:KEPT] + [e for e in offsetting if e not in entries[:KEPT]]

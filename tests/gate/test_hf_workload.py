@@ -140,7 +140,7 @@ def _config_dir(tmp_path: Path, content: str | None) -> str:
             {"model_type": "gtp2"},
             "model_type: got 'gtp2', not a model type transformers knows; did you mean gpt2",
         ),
-        ({"model_type": "t5"}, "model_type: got 't5', a configuration without a causal LM"),
+        ({"model_type": "t5"}, "model_type: got 't5', a model type with no causal-lm model"),
         (
             {"model_type": "gpt2", "n_layers": 2},
             "n_layers: not a key of GPT2Config (model_type 'gpt2'); did you mean n_layer",
@@ -212,7 +212,10 @@ def test_an_attention_kernel_transformers_refuses_is_a_workload_error() -> None:
 def test_without_transformers_the_import_says_which_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     # The one branch that cannot run with the extra installed: transformers made unimportable.
     monkeypatch.setitem(sys.modules, "transformers", None)
-    monkeypatch.delitem(sys.modules, "benchgate.workloads.hf")
+    for name in [
+        m for m in sys.modules if m == "benchgate.workloads.hf" or m.startswith("benchgate.workloads.hf.")
+    ]:
+        monkeypatch.delitem(sys.modules, name)
     with pytest.raises(WorkloadError, match=r"pip install 'benchgate\[hf\]'"):
         importlib.import_module("benchgate.workloads.hf")
     with pytest.raises(

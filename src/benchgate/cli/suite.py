@@ -1,9 +1,10 @@
-"""`benchgate suite run | report`: several gate runs from one suite.toml (docs/suites.md).
+"""`benchgate suite run | report | plan`: several gate runs from one suite.toml (docs/suites.md).
 
 Thin: read the suite file, pass the local pipeline's `run_gate` as the gate of each entry
 (suite/runner.py), draw one progress bar across entries (stamped lines where stdout is no terminal:
 cli/progress_lines.py), print the table grouped by entry, and exit with the suite's code. `report`
-draws a finished suite's Pareto view again (suite/report.py).
+draws a finished suite's Pareto view again (suite/report.py); `plan --hf` writes a coverage suite of a
+Hugging Face family (suite/hf_plan.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from benchgate.cli.terminal import (
     console,
     exit_codes,
     option,
+    parse_pairs,
 )
 from benchgate.cli.terminal import fail as _fail
 from benchgate.config import RunConfig
@@ -39,8 +41,10 @@ from benchgate.errors import (
     EXIT_RUN_FAILED,
     EXIT_UNKNOWN,
     BenchgateError,
+    ConfigError,
     DiskError,
 )
+from benchgate.kit.files import write_text
 from benchgate.kit.progress import Reporter
 from benchgate.suite.report import write_suite_report
 from benchgate.suite.runner import SUITE_FILE, EntryOutcome
@@ -54,6 +58,11 @@ SUITE_CODES = exit_codes(
     (EXIT_BAD_INPUT, "bad input: the suite file (nothing ran), or an entry (named; the others ran)"),
     (EXIT_RUN_FAILED, "an entry's run itself failed (a rank crashed or hung, a disk refused a write)"),
     (EXIT_UNKNOWN, "an entry's timing was not resolved (UNKNOWN), and none FAILed"),
+)
+PLAN_CODES = exit_codes(
+    (OK[0], "the suite file was written"),
+    (BAD_INPUT[0], "a bad argument (named), or the suite file exists (--force replaces it)"),
+    (EXIT_RUN_FAILED, "a disk refused the write"),
 )
 REPORT_CODES = exit_codes(
     (OK[0], "the report was written"),
@@ -190,6 +199,56 @@ def suite_run(
         console.print(f"[yellow]warning:[/] {escape(outcome.tracking_warning)}")
     console.print(f"suite exit {outcome.exit_code}", highlight=False)
     raise typer.Exit(outcome.exit_code)
+
+
+@suite_app.command("plan", cls=PlainCommand, epilog=PLAN_CODES)
+def suite_plan(
+    args: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="KEY=VALUE...",
+            help="The workload arguments every entry shares, as --workload-arg takes them: task=masked-lm "
+            "size=tiny batch_size=4 ...",
+        ),
+    ] = None,
+    hf: Annotated[
+        bool,
+        typer.Option(
+            "--hf", help="One entry per model type of a Hugging Face family (task=; causal-lm by default)."
+        ),
+    ] = False,
+    types: Annotated[
+        str, option(metavar="A,B,...", text="Only these model types.", default="every one of the family")
+    ] = "",
+    config: Annotated[
+        str | None,
+        option(metavar="FILE", text="[suite] config: a benchgate config file every entry starts from."),
+    ] = None,
+    out: Annotated[Path, option(metavar="FILE", text="The suite file to write.")] = Path("suite.toml"),
+    force: Annotated[bool, typer.Option("--force", help="Replace FILE where it exists.")] = False,
+) -> None:
+    """Write a suite file: with --hf, a coverage suite of every model type of a Hugging Face family."""
+    from benchgate.suite.hf_plan import hf_entries, suite_toml
+
+    try:
+        if not hf:
+            raise ConfigError(
+                "suite plan: say what to plan: --hf (every model type of a Hugging Face family)"
+            )
+        if out.exists() and not force:
+            raise ConfigError(f"--out: {out} exists; pass --force to replace it, or another --out")
+        name, entries = hf_entries(parse_pairs(args or [], "KEY=VALUE"), [t for t in types.split(",") if t])
+        command = " ".join(
+            ["benchgate suite plan --hf", *(args or []), *([f"--types {types}"] if types else [])]
+        )
+        write_text(out, suite_toml(name, entries, command, config))
+    except BenchgateError as exc:
+        _fail(exc)
+    except OSError as e:
+        _fail(DiskError(f"{out}: cannot write: {e.strerror or e}"))
+    console.print(
+        f"{out}: suite {name}, {len(entries)} entries; run it with: benchgate suite run {out}", markup=False
+    )
 
 
 @suite_app.command("report", cls=PlainCommand, epilog=REPORT_CODES)

@@ -49,15 +49,17 @@ class ResultsDir:
         self.path = path
         self.owned = owned
 
-    def clear(self) -> None:
-        """Remove what the previous run wrote here (and nothing else)."""
-        for name in sorted(self.owned):
+    def clear(self, keep: Iterable[str] = ()) -> None:
+        """Remove what the previous run wrote here (and nothing else), but the top-level names in
+        `keep`, which stay ours (an incremental suite's entries measured before)."""
+        kept = {Path(name).parts[0] for name in keep} & self.owned
+        for name in sorted(self.owned - kept):
             entry = self.path / name
             if entry.is_dir() and not entry.is_symlink():
                 shutil.rmtree(entry)
             else:
                 entry.unlink(missing_ok=True)
-        self.owned = set()
+        self.owned = kept
         self._save()
 
     def will_write(self, names: Iterable[str]) -> None:

@@ -36,7 +36,7 @@ _SHORT.maxstring = 60
 class _Entry(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
     name: Name
-    state: Literal["pending", "running", "done", "error"]
+    state: Literal["pending", "running", "done", "skipped", "error"]
     out: str
     verdict: str | None = None
     error: str | None = None
@@ -183,7 +183,7 @@ def read_suite_figures(directory: Path) -> SuiteFigures:
     bundles: dict[str, Bundle] = {}
     skipped: dict[str, str] = {}
     for entry in suite.entries:
-        if entry.state != "done":
+        if entry.state not in ("done", "skipped"):  # skipped: measured before, its results kept
             skipped[entry.name] = f"state {entry.state}" + (f": {entry.error}" if entry.error else "")
             continue
         try:

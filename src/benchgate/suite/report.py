@@ -95,7 +95,7 @@ def table_rows(figures: SuiteFigures, found: list[Panel]) -> list[list[str]]:
     for e in figures.entries:
         verdict = e.verdict or "—"
         if e.tokens_per_s is None:
-            why = "results unreadable" if e.state == "done" else e.state  # the notes say more
+            why = "results unreadable" if e.state in ("done", "skipped") else e.state  # the notes say more
             rows.append([e.name, verdict, "—", "—", "—", *[f"not plotted: {why}"] * len(found)])
             continue
         rows.append(

@@ -36,12 +36,14 @@ from benchgate.errors import (
 from benchgate.kit.files import write_json
 from benchgate.kit.progress import Reporter
 from benchgate.suite.family import FamilyPlan, apply_family, plan_family
+from benchgate.suite.incremental import KEY_FIELD
 from benchgate.suite.spec import PlannedEntry, SuiteSpec, entry_config, shown_entry
 
 SUITE_FILE = "suite.json"
 # Which entry exit code decides the suite's, first found first: bad input, a failed run, then verdicts.
 EXIT_PRECEDENCE = (EXIT_BAD_INPUT, EXIT_RUN_FAILED, EXIT_REGRESSION, EXIT_UNKNOWN)
-State = Literal["pending", "running", "done", "error"]
+State = Literal["pending", "running", "done", "skipped", "error"]
+SKIPPED = "measured before, in this --out, with this machine profile and the same settings"
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ def new_record(spec: SuiteSpec, out_dir: Path) -> SuiteRecord:
     data = {
         "suite": spec.name,
         "suite_file": str(spec.path),
+        "incremental": spec.incremental,
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "entries": entries,
         "exit_code": None,
@@ -129,9 +132,15 @@ def run_entries(
     run_entry: RunEntry,
     overrides: Mapping[str, Any] | None = None,
     progress: SuiteProgress | None = None,
+    keys: Mapping[str, dict[str, Any]] | None = None,
+    carried: Mapping[str, dict[str, Any]] | None = None,
 ) -> SuiteRecord:
     """Gate every runnable entry of `spec` in file order into `out_dir`/<name>; returns suite.json's
-    content, written after each entry, with the suite's exit code set."""
+    content, written after each entry, with the suite's exit code set.
+
+    An incremental suite (suite/incremental.py) passes each entry's measurement key (`keys`, recorded in
+    its row once it is done) and the previous rows of the entries measured before under the same key
+    (`carried`): those are not run again, their rows kept and marked skipped."""
     watcher = progress or QuietProgress()
     record = new_record(spec, out_dir)
     plan = family_plan(spec, out_dir, overrides)
@@ -139,11 +148,18 @@ def run_entries(
     record.save()
     total = len(spec.entries)
     for position, (planned, row) in enumerate(zip(spec.entries, record.entries, strict=True), start=1):
-        if planned.entry is not None:
+        before = (carried or {}).get(planned.name)
+        if planned.entry is not None and before is not None:
+            row.update({**before, "state": "skipped", "skipped": SKIPPED})
+            record.save()
+        elif planned.entry is not None:
             row["state"] = "running"
             record.save()
             reporter = watcher.entry_started(position, total, planned.name)
             row.update(_gate(spec, planned, out_dir, run_entry, overrides, reporter, plan))
+            key = (keys or {}).get(planned.name)
+            if key is not None and row["state"] == "done":
+                row[KEY_FIELD] = key
             record.save()
         watcher.entry_finished(position, total, row)
     record.data["exit_code"] = suite_exit_code(record.entries)

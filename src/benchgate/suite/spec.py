@@ -69,6 +69,12 @@ class SuiteTable(_Strict):
         "the bound that leaves.",
     )
 
+    incremental: Bool = Field(
+        False,
+        description="Skip the entries whose results in --out were measured with this machine profile and "
+        "the same settings (suite/incremental.py); a coverage suite's (`benchgate suite plan --hf`).",
+    )
+
     _name = field_validator("name")(_stored_name)
 
 
@@ -124,6 +130,7 @@ class SuiteSpec:
     config_path: Path | None = None
     entries: list[PlannedEntry] = field(default_factory=list)
     family: Literal["bonferroni", "none"] = "bonferroni"
+    incremental: bool = False
 
 
 def load_suite(path: Path) -> SuiteSpec:
@@ -156,7 +163,9 @@ def load_suite(path: Path) -> SuiteSpec:
     for index, raw in enumerate(raw_entries):
         entry = _plan(index, raw, seen)
         planned.append(entry)
-    return SuiteSpec(table.name, path.resolve(), config, config_path, planned, table.family)
+    return SuiteSpec(
+        table.name, path.resolve(), config, config_path, planned, table.family, table.incremental
+    )
 
 
 def _plan(index: int, raw: Any, seen: dict[str, int]) -> PlannedEntry:

@@ -1,5 +1,8 @@
 """A whole suite: claim --out, gate the entries, write the table and the report, then the MLflow parent.
 
+An incremental suite (`[suite] incremental = true`) keeps the entries measured before in --out under
+the same measurement key (suite/incremental.py) and runs the rest.
+
 Results reach the disk before anything remote: suite.json after every entry, suite.md and the Pareto
 view (suite/report.py: pareto.png, pareto.md, suite.html) once they have all run, and only then the
 MLflow suite parent. A tracking server that is down
@@ -18,9 +21,10 @@ from benchgate.config import RunConfig, parse_config
 from benchgate.errors import BenchgateError, ConfigError
 from benchgate.kit.files import write_text
 from benchgate.results import outdir
+from benchgate.suite.incremental import KeyMaker, measured_before, previous_rows
 from benchgate.suite.report import write_suite_report
-from benchgate.suite.runner import RunEntry, SuiteProgress, SuiteRecord, run_entries
-from benchgate.suite.spec import SUITE_OUTPUTS, SuiteSpec, merged_tables
+from benchgate.suite.runner import SUITE_FILE, RunEntry, SuiteProgress, SuiteRecord, run_entries
+from benchgate.suite.spec import SUITE_OUTPUTS, SuiteSpec, entry_config, merged_tables
 from benchgate.suite.table import SUITE_MD, suite_markdown
 
 DEFAULT_OUT = Path("benchgate-suite-out")
@@ -62,16 +66,41 @@ def run_suite(
     shared = suite_config(spec, overrides)  # a bad flag is refused before --out is touched
     started = time.perf_counter()
     with outdir.claimed(Path(out)) as claimed:
-        claimed.clear()
+        keys, carried = incremental_plan(spec, claimed.path, overrides) if spec.incremental else ({}, {})
+        claimed.clear(keep=[str(row["out"]) for row in carried.values()])
         names = [e.name for e in spec.entries if e.entry is not None]
         claimed.will_write([*SUITE_OUTPUTS, *names])
-        record = run_entries(spec, claimed.path, run_entry, overrides, progress)
+        record = run_entries(spec, claimed.path, run_entry, overrides, progress, keys, carried)
         write_text(claimed.path / SUITE_MD, suite_markdown(claimed.path, record.data))
         outcome = SuiteOutcome(claimed.path, record)
         outcome.report_warning = _write_report(outcome)
         if shared.tracking.enabled:
             outcome.tracking_warning = _log_parent(shared, outcome, time.perf_counter() - started)
     return outcome
+
+
+def incremental_plan(
+    spec: SuiteSpec, out_dir: Path, overrides: Mapping[str, Any] | None = None
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Each runnable entry's measurement key, and the previous rows of those measured before under it
+    (suite/incremental.py), read before --out is cleared. An entry whose config is refused gets no key:
+    it runs, and is refused with its reason."""
+    previous = previous_rows(out_dir / SUITE_FILE)
+    maker = KeyMaker()
+    keys: dict[str, dict[str, Any]] = {}
+    carried: dict[str, dict[str, Any]] = {}
+    for planned in spec.entries:
+        if planned.entry is None:
+            continue
+        try:
+            key = maker.key(entry_config(spec, planned, out_dir, overrides))
+        except BenchgateError:
+            continue
+        keys[planned.name] = key
+        before = measured_before(previous.get(planned.name), key, out_dir)
+        if before is not None:
+            carried[planned.name] = before
+    return keys, carried
 
 
 def _write_report(outcome: SuiteOutcome) -> str | None:

@@ -18,6 +18,7 @@ from rich.table import Table
 from benchgate.checks.tables import HEADER, STATUS_STYLE, rows
 from benchgate.errors import BenchgateError
 from benchgate.results.comparison import Comparison, load_comparison
+from benchgate.suite.coverage import coverage_lines, shows_coverage
 
 SUITE_MD = "suite.md"
 _FOOTNOTE = re.compile(r" \[\d+\]$")
@@ -29,7 +30,7 @@ def entry_rows(suite_dir: Path, entry: dict[str, Any]) -> list[list[str]]:
     """The table rows of one suite.json entry: its checks, or its error (or why it has neither)."""
     if entry["state"] == "error":
         return [[str(entry["error"]), "—", "—", "—", "—", ERROR]]
-    if entry["state"] != "done":
+    if entry["state"] not in ("done", "skipped"):  # skipped: measured before, its results kept
         return [[f"not run ({entry['state']})", "—", "—", "—", "—", "—"]]
     comparison = _comparison(suite_dir, entry)
     if isinstance(comparison, str):
@@ -52,7 +53,7 @@ def _title(record: dict[str, Any]) -> str:
 
 def _entry_label(entry: dict[str, Any]) -> str:
     verdict = entry["verdict"] or ("ERROR" if entry["state"] == "error" else entry["state"])
-    return f"{entry['name']} ({verdict})"
+    return f"{entry['name']} ({verdict}{', measured before' if entry['state'] == 'skipped' else ''})"
 
 
 def print_suite_table(suite_dir: Path, record: dict[str, Any], console: Console) -> None:
@@ -71,6 +72,9 @@ def print_suite_table(suite_dir: Path, record: dict[str, Any], console: Console)
     console.print(table)
     if record.get("family"):
         console.print(escape(str(record["family"]["sentence"])))
+    if shows_coverage(record):
+        for line in coverage_lines(record):
+            console.print(escape(line), highlight=False)
 
 
 def suite_markdown(suite_dir: Path, record: dict[str, Any]) -> str:
@@ -84,5 +88,7 @@ def suite_markdown(suite_dir: Path, record: dict[str, Any]) -> str:
             lines.append(f"| {' | '.join(cells)} |")
     if record.get("family"):  # suite.json written before the family plan has none
         lines += ["", str(record["family"]["sentence"])]
+    if shows_coverage(record):  # which entries ran, and why each other one could not
+        lines += ["", *coverage_lines(record)]
     lines += ["", "Each entry's rules and notes: `<entry>/compare.md`; its report: `<entry>/report.html`."]
     return "\n".join(lines) + "\n"

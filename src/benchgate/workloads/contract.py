@@ -69,6 +69,9 @@ def member_error(where: str, member: str, problem: str) -> WorkloadError:
 def missing_eval_hook(workload: object) -> str | None:
     """Why the eval stage cannot run `workload` (which part of the optional eval hook it lacks), or None."""
     see = "see the Workload protocol in benchgate/workloads/base.py"
+    reason = getattr(workload, "eval_skipped", None)
+    if isinstance(reason, str) and reason and not callable(getattr(workload, "logits", None)):
+        return f"the workload has no eval hook: {reason}"  # the workload's own reason (an image model's)
     if not callable(getattr(workload, "logits", None)):
         return f"the workload has no eval hook: it has no `logits` method, so no logits to score ({see})"
     if not is_count(getattr(workload, "eval_seq_len", None)):

@@ -1,20 +1,10 @@
-"""Hugging Face causal language models as workloads: built from a configuration, with random weights.
+"""What a Hugging Face workload was asked for, checked: the family, the model type, its configuration's
+keys (from the command line, a size preset or a local config.json) and benchgate's own settings; and the
+workload's name, from what changes the work.
 
-    benchgate run --workload benchgate.workloads.hf:make_workload \\
-        --workload-arg model_type=gpt2 --workload-arg n_layer=2 --workload-arg n_embd=128
-
-Any model type that `transformers` has a causal LM for (`AutoModelForCausalLM`) is built from its
-configuration class with the given keys (`n_layer`, `hidden_size`, ... whatever that class has), or from
-a local `config.json` (`config=PATH`, a file or a directory holding one). Weights are never loaded and
-nothing is downloaded: the model is `AutoModelForCausalLM.from_config`, initialised from benchgate's
-seed, and a config path must name a file on this machine.
-
-The data are the bundled shard's byte tokens, as for the reference GPT (benchgate.workloads.gpt), so
-the eval hook scores every model on the same bytes: the vocabulary defaults to 256 and may be larger
-(only the first 256 logits are scored), never smaller.
-
-This is the only module that imports transformers (an import-linter contract): it is the optional extra
-`benchgate[hf]`, and the rest of benchgate must work without it.
+Every bad argument is a WorkloadError naming it (exit 2), before any launch: a model type without a
+model in the family (and the families it has), a key its configuration class lacks (and the closest
+one it has), a vocabulary smaller than the bytes, a seq_len past the model's context.
 """
 
 from __future__ import annotations
@@ -26,27 +16,32 @@ import json
 from pathlib import Path
 from typing import Any
 
-import torch
-import torch.nn.functional as F
-from torch import nn
+from transformers import CONFIG_MAPPING, PreTrainedConfig
 
 from benchgate.errors import WorkloadError
 from benchgate.workloads.contract import MAX_NAME_LENGTH, NAME_PATTERN
-from benchgate.workloads.shard import VOCAB_SIZE, load_shard, sample_windows
-
-try:
-    from transformers import CONFIG_MAPPING, AutoModelForCausalLM, PreTrainedConfig
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-except ImportError as e:  # the optional extra is not installed
-    raise WorkloadError(
-        f"benchgate.workloads.hf needs transformers ({e}); install it with: pip install 'benchgate[hf]'"
-    ) from None
+from benchgate.workloads.hf.sizes import SIZES, preset_config
+from benchgate.workloads.hf.tasks import DEFAULT_TASK, TASKS, Task, tasks_of
+from benchgate.workloads.shard import VOCAB_SIZE
 
 # The factory's own arguments; every other keyword is a key of the model's configuration.
-OWN_ARGS = ("model_type", "config", "seq_len", "batch_size", "attn_implementation", "lr")
+OWN_ARGS = (
+    "task",
+    "size",
+    "model_type",
+    "config",
+    "seq_len",
+    "batch_size",
+    "image_size",
+    "attn_implementation",
+    "lr",
+)
 DEFAULT_SEQ_LEN = 128
 DEFAULT_BATCH_SIZE = 8
-DEFAULT_ATTN = "sdpa"
+DEFAULT_IMAGE_SIZE = 64  # where neither the configuration nor a size preset sets one
+# "auto": SDPA where the model supports it, its own default (eager) otherwise; "sdpa" names the same.
+DEFAULT_ATTN = "auto"
+UNNAMED_ATTN = ("auto", "sdpa")  # attention settings the workload's name leaves out (the default work)
 DEFAULT_LR = 3e-3
 # The names a configuration gives its context length (GPT-2 calls it n_positions, most others
 # max_position_embeddings; attribute_map aliases one to the other where a class has both).
@@ -56,7 +51,7 @@ SPECIAL_TOKEN_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id")
 
 
 def causal_lm_types() -> list[str]:
-    return sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+    return sorted(TASKS[DEFAULT_TASK].types)
 
 
 def config_keys(config_class: type[PreTrainedConfig]) -> set[str]:
@@ -97,18 +92,29 @@ def _did_you_mean(word: str, choices: list[str]) -> str:
     return f"did you mean {' or '.join(close)}? " if close else ""
 
 
-def config_class_for(model_type: Any) -> type[PreTrainedConfig]:
-    if not isinstance(model_type, str) or model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        types = causal_lm_types()
-        what = (
-            "a configuration without a causal LM (AutoModelForCausalLM has none)"
-            if model_type in CONFIG_MAPPING
-            else "not a model type transformers knows"
-        )
+def task_named(name: Any) -> Task:
+    if not isinstance(name, str) or name not in TASKS:
+        hint = _did_you_mean(name, list(TASKS)) if isinstance(name, str) else ""
+        raise WorkloadError(f"task: got {name!r}; {hint}the families: {', '.join(TASKS)}")
+    return TASKS[name]
+
+
+def config_class_for(model_type: Any, task: Task | None = None) -> type[PreTrainedConfig]:
+    task = task or TASKS[DEFAULT_TASK]
+    if not isinstance(model_type, str) or model_type not in task.types:
+        types = sorted(task.types)
+        others = tasks_of(model_type) if isinstance(model_type, str) else []
+        if others:
+            has = ", ".join(f"task={t}" for t in others)
+            what = f"a model type with no {task.name} model in transformers; it has: {has}"
+        elif model_type in CONFIG_MAPPING:
+            what = f"a configuration without a model in any family benchgate trains ({', '.join(TASKS)})"
+        else:
+            what = "not a model type transformers knows"
         hint = _did_you_mean(model_type, types) if isinstance(model_type, str) else ""
         raise WorkloadError(
-            f"model_type: got {model_type!r}, {what}; {hint}the {len(types)} causal LM types of "
-            f"transformers include gpt2, gpt_neox, llama, mistral, qwen2, opt, phi"
+            f"model_type: got {model_type!r}, {what}; {hint}the {len(types)} {task.name} types of "
+            f"transformers include {', '.join(types[:8])}"
         )
     return CONFIG_MAPPING[model_type]
 
@@ -131,9 +137,13 @@ class HFSpec:
     batch_size: int
     attn_implementation: str
     lr: float
+    task: Task = TASKS[DEFAULT_TASK]
+    size: str | None = None  # the preset, if any (sizes.py)
 
     def build_config(self) -> PreTrainedConfig:
         config = CONFIG_MAPPING[self.model_type](**self.config)
+        if self.task.inputs != "bytes":  # pixels and audio: no vocabulary, no context to check
+            return config
         # Checked on the built config: an alias (hidden_size for n_embd) lands on the field it names.
         vocab = getattr(config, "vocab_size", None)
         if not isinstance(vocab, int) or vocab < VOCAB_SIZE:
@@ -154,6 +164,12 @@ def parse_spec(args: dict[str, Any]) -> HFSpec:
     """Check the factory's arguments and work out the configuration's keyword arguments."""
     own = {k: args[k] for k in OWN_ARGS if k in args}
     overrides = {k: v for k, v in args.items() if k not in OWN_ARGS}
+    task = task_named(own.get("task", DEFAULT_TASK))
+    size = own.get("size")
+    if size is not None and size not in SIZES:
+        raise WorkloadError(
+            f"size: got {size!r}; expected one of {', '.join(SIZES)} (or the configuration's own keys)"
+        )
     seq_len = _count("seq_len", own.get("seq_len", DEFAULT_SEQ_LEN))
     batch_size = _count("batch_size", own.get("batch_size", DEFAULT_BATCH_SIZE))
     attn = own.get("attn_implementation", DEFAULT_ATTN)
@@ -176,13 +192,13 @@ def parse_spec(args: dict[str, Any]) -> HFSpec:
         defaults: dict[str, Any] = {}  # the file says what the model is
     elif "model_type" in own:
         model_type, base = own["model_type"], {}
-        defaults = {"vocab_size": VOCAB_SIZE}
+        defaults = {"vocab_size": VOCAB_SIZE} if task.inputs == "bytes" else {}
     else:
         raise WorkloadError(
             "model_type: missing; pass --workload-arg model_type=NAME (e.g. gpt2, llama) or "
             "--workload-arg config=PATH to a local config.json"
         )
-    config_class = config_class_for(model_type)
+    config_class = config_class_for(model_type, task)
     known = config_keys(config_class)
     unknown = sorted(set(overrides) - known)
     if unknown:
@@ -194,10 +210,17 @@ def parse_spec(args: dict[str, Any]) -> HFSpec:
     # max_position_embeddings through attribute_map, so at most one of them is set.
     position_key = next((k for k in POSITION_KEYS if k in known), None)
     given = {**base, **overrides}
-    if position_key is not None and not any(k in given for k in POSITION_KEYS):
+    if task.inputs == "bytes" and position_key is not None and not any(k in given for k in POSITION_KEYS):
         defaults[position_key] = seq_len
-    config = {k: v for k, v in {**defaults, **base, **overrides}.items() if k != "model_type"}
     class_defaults = config_class()
+    # A preset sits over the file and under the command line: keys set by hand win.
+    preset = preset_config(size, class_defaults.to_dict(), known, task.inputs == "audio") if size else {}
+    # Through the class's aliases (GPT-2's num_hidden_layers is its n_layer): one key per field, and none
+    # of a field set by hand.
+    aliases = getattr(config_class, "attribute_map", {})
+    by_hand = {aliases.get(k, k) for k in overrides}
+    preset = {aliases.get(k, k): v for k, v in preset.items() if aliases.get(k, k) not in by_hand}
+    config = {k: v for k, v in {**defaults, **base, **preset, **overrides}.items() if k != "model_type"}
     vocab = config.get("vocab_size", getattr(class_defaults, "vocab_size", None))
     # A byte vocabulary has no room for the ids a configuration defaults to (GPT-2's 50256, also in
     # the config.json a GPT2Config(vocab_size=256) saves): drop those not set on the command line,
@@ -206,7 +229,14 @@ def parse_spec(args: dict[str, Any]) -> HFSpec:
         value = config[key] if key in config else getattr(class_defaults, key, None)
         if key not in overrides and isinstance(vocab, int) and isinstance(value, int) and value >= vocab:
             config[key] = None
-    return HFSpec(model_type, config, overrides, source, seq_len, batch_size, attn, float(lr))
+    pad = (
+        config["pad_token_id"] if "pad_token_id" in config else getattr(class_defaults, "pad_token_id", None)
+    )
+    if task.name == "sequence-classification" and "pad_token_id" in known and pad is None:
+        # A decoder's classifier reads the last token that is not padding, and refuses a batch of more
+        # than one sequence without a padding id: byte 255, which no UTF-8 text holds.
+        config["pad_token_id"] = VOCAB_SIZE - 1
+    return HFSpec(model_type, config, overrides, source, seq_len, batch_size, attn, float(lr), task, size)
 
 
 def workload_name(spec: HFSpec) -> str:
@@ -216,6 +246,10 @@ def workload_name(spec: HFSpec) -> str:
     too long or hold characters a baseline directory may not, ends in a digest of the full arguments.
     """
     parts = ["hf", spec.model_type]
+    if spec.task.name != DEFAULT_TASK:
+        parts.append(spec.task.name)
+    if spec.size is not None:
+        parts.append(spec.size)
     if spec.source is not None:
         path = Path(spec.source)
         label = path.parent.name if path.name == "config.json" else path.stem if path.is_file() else path.name
@@ -228,7 +262,7 @@ def workload_name(spec: HFSpec) -> str:
         ("batch_size", spec.batch_size, DEFAULT_BATCH_SIZE),
         ("attn", spec.attn_implementation, DEFAULT_ATTN),
     ):
-        if value != default:
+        if value != default and not (key == "attn" and value in UNNAMED_ATTN):
             settings.append((key, value))
     for key, value in settings:
         number = isinstance(value, int | float) and not isinstance(value, bool)
@@ -239,54 +273,3 @@ def workload_name(spec: HFSpec) -> str:
     digest = hashlib.sha256(json.dumps([name, spec.config], sort_keys=True).encode()).hexdigest()[:12]
     readable = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
     return f"{readable[: MAX_NAME_LENGTH - len(digest) - 1]}-{digest}"
-
-
-class HFCausalLMWorkload:
-    """Implements the benchgate Workload protocol (benchgate.workloads.base) for a transformers causal LM."""
-
-    def __init__(self, spec: HFSpec) -> None:
-        self.spec = spec
-        self.name = workload_name(spec)
-        self.tokens_per_step = spec.batch_size * spec.seq_len
-        self.eval_seq_len = spec.seq_len
-        self._train = load_shard().train
-
-    def build_model(self, device: torch.device) -> nn.Module:
-        try:
-            model = AutoModelForCausalLM.from_config(
-                self.spec.build_config(), attn_implementation=self.spec.attn_implementation
-            )
-        except WorkloadError:
-            raise
-        except (ValueError, KeyError, ImportError) as e:  # e.g. an attention kernel this host lacks
-            raise WorkloadError(
-                f"attn_implementation={self.spec.attn_implementation!r} or the configuration of "
-                f"{self.name} is refused by transformers: {e}"
-            ) from None
-        # A training step, not generation: no key/value cache to build and throw away.
-        model.config.use_cache = False
-        return model.to(device).train()  # type: ignore[no-any-return]
-
-    def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(model.parameters(), lr=self.spec.lr, weight_decay=0.0)
-
-    def make_batch(self, generator: torch.Generator, device: torch.device) -> torch.Tensor:
-        windows = sample_windows(self._train, self.spec.batch_size, self.spec.seq_len + 1, generator)
-        return windows.to(device, non_blocking=True)
-
-    def forward(self, model: nn.Module, batch: torch.Tensor) -> torch.Tensor:
-        return model(input_ids=batch[:, :-1]).logits  # type: ignore[no-any-return]
-
-    def loss(self, output: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(output.reshape(-1, output.shape[-1]).float(), batch[:, 1:].reshape(-1))
-
-    def logits(self, model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
-        # The eval scores next-byte predictions: a vocabulary beyond the bytes is never a target.
-        return model(input_ids=tokens).logits[..., :VOCAB_SIZE]  # type: ignore[no-any-return]
-
-
-def make_workload(**args: Any) -> HFCausalLMWorkload:
-    """Factory for `--workload benchgate.workloads.hf:make_workload --workload-arg model_type=gpt2 ...`."""
-    spec = parse_spec(args)
-    spec.build_config()  # a bad vocab_size or a seq_len past the context is refused before any launch
-    return HFCausalLMWorkload(spec)

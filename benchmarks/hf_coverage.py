@@ -24,7 +24,7 @@ import argparse
 import datetime
 import json
 import os
-import selectors
+import select
 import subprocess
 import sys
 import time
@@ -85,48 +85,52 @@ def run_family(task: str, size: str, types: list[str], timeout: float) -> list[d
             [sys.executable, __file__, "--worker", task, "--size", size, "--only", ",".join(pending)],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            text=True,
         )
         assert proc.stdout is not None
-        current: str | None = None
-        started = time.monotonic()
-        selector = selectors.DefaultSelector()
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        while True:
-            if current is not None and time.monotonic() - started > timeout:
-                proc.kill()
-                rows.append(
-                    {
-                        "type": current,
-                        "ok": False,
-                        "reason": f"timeout: over {timeout:.0f} s",
-                        "seconds": timeout,
-                    }
-                )
-                print(f"  {task:24s} {current:34s} TIMEOUT", flush=True)
-                pending.remove(current)
-                break
-            if not selector.select(timeout=1.0):
-                continue
-            line = proc.stdout.readline()
-            if not line:  # the worker ended: done, or crashed on `current`
-                proc.wait()
-                if current is not None:
-                    rows.append(
-                        {
-                            "type": current,
-                            "ok": False,
-                            "reason": f"the worker died (exit {proc.returncode})",
-                            "seconds": None,
-                        }
-                    )
-                    print(f"  {task:24s} {current:34s} CRASH", flush=True)
-                    pending.remove(current)
-                break
+        ended = _read_worker(proc, task, timeout, rows, pending)
+        if not ended:
+            proc.kill()
+        proc.wait()
+        if ended is not None and ended != "done":  # the worker died on a type: the next worker goes on
+            rows.append({"type": ended, "ok": False, "reason": f"the worker died (exit {proc.returncode})"})
+            print(f"  {task:24s} {ended:34s} CRASH", flush=True)
+            pending.remove(ended)
+    return rows
+
+
+def _read_worker(
+    proc: subprocess.Popen[bytes], task: str, timeout: float, rows: list[dict[str, Any]], pending: list[str]
+) -> str | None:
+    """Read the worker's lines as they come (unbuffered reads: a model's own output without a newline
+    never blocks the timeout). Returns "done", the type it died on, or None where a type timed out."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    buffer = b""
+    current: str | None = None
+    started = time.monotonic()
+    while True:
+        if current is not None and time.monotonic() - started > timeout:
+            rows.append(
+                {"type": current, "ok": False, "reason": f"timeout: over {timeout:.0f} s", "seconds": timeout}
+            )
+            print(f"  {task:24s} {current:34s} TIMEOUT", flush=True)
+            pending.remove(current)
+            return None
+        readable, _, _ = select.select([fd], [], [], 1.0)
+        if not readable:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:  # the worker ended: done, or died on `current`
+            return current or "done"
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for raw in lines:
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
+                row = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
                 continue  # a model's own print
+            if not isinstance(row, dict) or "type" not in row:
+                continue
             if row.get("started"):
                 current, started = row["type"], time.monotonic()
                 continue
@@ -139,11 +143,6 @@ def run_family(task: str, size: str, types: list[str], timeout: float) -> list[d
                 + row.get("reason", "")[:150],
                 flush=True,
             )
-        selector.close()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return rows
 
 
 def main() -> int:

@@ -94,11 +94,7 @@ class _EntryBar:
         return self
 
     def entry_finished(self, position: int, total: int, record: dict[str, Any]) -> None:
-        outcome = record["verdict"] or f"error (exit {record['exit_code']})"
-        seconds = record["seconds"] or 0.0
-        self.progress.console.print(
-            escape(f"entry {position}/{total} {record['name']}: {outcome} ({seconds:.1f} s)"), highlight=False
-        )
+        self.progress.console.print(escape(f"entry {position}/{total} {_ended(record)}"), highlight=False)
         self.progress.update(self.task, completed=position, description=escape(f"{position}/{total} done"))
 
     # Reporter: the current entry's stages
@@ -129,10 +125,17 @@ class _EntryLines:
         return self.lines
 
     def entry_finished(self, position: int, total: int, record: dict[str, Any]) -> None:
-        outcome = record["verdict"] or f"error (exit {record['exit_code']})"
-        seconds = record["seconds"] or 0.0
         self.lines.within("")
-        self.lines.say(f"entry {position}/{total} {record['name']}: {outcome} ({seconds:.1f} s)")
+        self.lines.say(f"entry {position}/{total} {_ended(record)}")
+
+
+def _ended(record: dict[str, Any]) -> str:
+    """How an entry ended: `name: PASS (12.3 s)`, or for an incremental suite's skipped one
+    `name: PASS, measured before (skipped)`."""
+    outcome = record["verdict"] or f"error (exit {record['exit_code']})"
+    if record.get("state") == "skipped":
+        return f"{record['name']}: {outcome}, measured before (skipped)"
+    return f"{record['name']}: {outcome} ({record['seconds'] or 0.0:.1f} s)"
 
 
 @contextmanager

@@ -3,7 +3,8 @@
 For a coverage suite (`benchgate suite plan --hf`: one entry per model type of a family) this is the
 answer to "which types train": the entries done now or measured before (an incremental suite's skipped
 ones) ran; an entry in error could not, and its line says why (the workload refused its arguments, its
-step raised, a rank crashed), the error's first line without the entry's own name. suite.md and the
+step raised, a rank crashed), the error on one line without the entry's own name, cut at 240
+characters. suite.md and the
 terminal print it under the table, wherever the suite is incremental or an entry could not run.
 """
 
@@ -32,7 +33,8 @@ def coverage_lines(record: dict[str, Any]) -> list[str]:
         sentence += f", {skipped} of them measured before (skipped: same machine profile and settings)"
     lines = [sentence + (f"; {len(failed)} could not run:" if failed else ".")]
     for e in failed:
-        reason = _ENTRY_PREFIX.sub("", str(e.get("error") or "no reason recorded").strip().splitlines()[0])
+        # One line: the error's lines joined (transformers says why on the line after its first).
+        reason = _ENTRY_PREFIX.sub("", " ".join(str(e.get("error") or "no reason recorded").split()))
         if len(reason) > REASON_CHARS:
             reason = reason[: REASON_CHARS - 3] + "..."
         lines.append(f"- {e['name']} (exit {e['exit_code']}): {reason}")

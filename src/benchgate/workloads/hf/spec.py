@@ -13,6 +13,7 @@ import dataclasses
 import difflib
 import hashlib
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from transformers import CONFIG_MAPPING, PreTrainedConfig
 from benchgate.errors import WorkloadError
 from benchgate.workloads.contract import MAX_NAME_LENGTH, NAME_PATTERN
 from benchgate.workloads.hf.sizes import SIZES, preset_config
-from benchgate.workloads.hf.tasks import DEFAULT_TASK, TASKS, Task, tasks_of
+from benchgate.workloads.hf.tasks import DEFAULT_TASK, TASKS, Task, model_class, tasks_of
 from benchgate.workloads.shard import VOCAB_SIZE
 
 # The factory's own arguments; every other keyword is a key of the model's configuration.
@@ -46,6 +47,7 @@ DEFAULT_LR = 3e-3
 # The names a configuration gives its context length (GPT-2 calls it n_positions, most others
 # max_position_embeddings; attribute_map aliases one to the other where a class has both).
 POSITION_KEYS = ("n_positions", "max_position_embeddings")
+PAD_ID = VOCAB_SIZE - 1  # byte 255: no UTF-8 text holds it
 # Token ids a configuration may default to beyond a byte vocabulary (GPT-2's are 50256).
 SPECIAL_TOKEN_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id")
 
@@ -141,23 +143,86 @@ class HFSpec:
     size: str | None = None  # the preset, if any (sizes.py)
 
     def build_config(self) -> PreTrainedConfig:
-        config = CONFIG_MAPPING[self.model_type](**self.config)
+        try:
+            config = CONFIG_MAPPING[self.model_type](**self.config)
+        except Exception as e:
+            # A strict configuration class refuses None for a special id dropped from the byte
+            # vocabulary (Emu3's pad_token_id): byte 255 instead.
+            dropped = [k for k in SPECIAL_TOKEN_KEYS if k in self.config and self.config[k] is None]
+            if not dropped or not any(k in str(e) for k in dropped):
+                raise
+            self.config.update({k: PAD_ID for k in dropped})
+            config = CONFIG_MAPPING[self.model_type](**self.config)
         if self.task.inputs != "bytes":  # pixels and audio: no vocabulary, no context to check
             return config
         # Checked on the built config: an alias (hidden_size for n_embd) lands on the field it names.
         vocab = getattr(config, "vocab_size", None)
+        if vocab is None and hasattr(config, "get_text_config"):  # a composite's, in its text config
+            vocab = getattr(config.get_text_config(), "vocab_size", None)
         if not isinstance(vocab, int) or vocab < VOCAB_SIZE:
             raise WorkloadError(
                 f"vocab_size: got {vocab!r}; the workload's tokens are bytes, so it must be >= {VOCAB_SIZE}"
             )
         for key in POSITION_KEYS:
             limit = getattr(config, key, None)
-            if isinstance(limit, int) and limit < self.seq_len:
+            if isinstance(limit, int) and 0 < limit < self.seq_len:  # XLNet's -1: no limit
                 raise WorkloadError(
                     f"seq_len: got {self.seq_len}, longer than the model's {key}={limit}; lower seq_len "
                     f"or raise {key}"
                 )
         return config
+
+
+def _position_offset(task: Task, model_type: str, config_class: type[PreTrainedConfig]) -> int:
+    """The positions a model uses beyond seq_len: RoBERTa and its kin number positions from the padding
+    id + 1 (their `create_position_ids_from_input_ids`), so a context of seq_len would be too short."""
+    cls = model_class(task, model_type)
+    module = sys.modules.get(getattr(cls, "__module__", ""), None)
+    source = Path(getattr(module, "__file__", "") or "")
+    if not source.is_file() or "def create_position_ids_from_input_ids" not in source.read_text(
+        encoding="utf-8"
+    ):
+        return 0
+    pad = getattr(config_class(), "pad_token_id", None)
+    return (pad if isinstance(pad, int) and pad >= 0 else 1) + 1
+
+
+def _sub_presets(size: str, config_class: type[PreTrainedConfig], task: Task) -> dict[str, dict[str, Any]]:
+    """The size preset of each sub-configuration of a composite configuration (`sub_configs`: Gemma 3's
+    text_config and vision_config, T5Gemma's encoder and decoder), as the dict that sub-configuration is
+    built from; a language family's byte vocabulary goes into each that has a vocabulary."""
+    out: dict[str, dict[str, Any]] = {}
+    declared = getattr(config_class, "sub_configs", None) or {}
+    if not declared:
+        return out
+    composite = config_class()
+    for name, sub_class in declared.items():
+        # The default instance's own sub-configuration: its concrete class where the declared one is
+        # AutoConfig (Audio Flamingo's Qwen2 text model).
+        instance = getattr(composite, name, None)
+        if not isinstance(instance, PreTrainedConfig):
+            continue
+        sub = type(instance)
+        keys, defaults = config_keys(sub) | set(instance.to_dict()), instance.to_dict()
+        aliases = getattr(sub, "attribute_map", {})
+        values = {
+            aliases.get(k, k): v
+            for k, v in preset_config(size, defaults, keys, task.inputs == "audio").items()
+        }
+        if task.inputs == "bytes" and "vocab_size" in keys:
+            values["vocab_size"] = VOCAB_SIZE
+            for key in SPECIAL_TOKEN_KEYS:  # ids beyond the bytes: the padding byte (strict classes
+                if isinstance(defaults.get(key), int) and defaults[key] >= VOCAB_SIZE:  # refuse None)
+                    values[key] = PAD_ID
+        if values:
+            concrete = isinstance(sub_class, type) and issubclass(sub_class, PreTrainedConfig)
+            # A sub-configuration declared as AutoConfig is built from a dict by its model_type.
+            out[name] = (
+                values
+                if concrete and sub_class is not PreTrainedConfig
+                else {"model_type": instance.model_type, **values}
+            )
+    return out
 
 
 def parse_spec(args: dict[str, Any]) -> HFSpec:
@@ -211,7 +276,7 @@ def parse_spec(args: dict[str, Any]) -> HFSpec:
     position_key = next((k for k in POSITION_KEYS if k in known), None)
     given = {**base, **overrides}
     if task.inputs == "bytes" and position_key is not None and not any(k in given for k in POSITION_KEYS):
-        defaults[position_key] = seq_len
+        defaults[position_key] = seq_len + _position_offset(task, model_type, config_class)
     class_defaults = config_class()
     # A preset sits over the file and under the command line: keys set by hand win.
     preset = preset_config(size, class_defaults.to_dict(), known, task.inputs == "audio") if size else {}
@@ -220,6 +285,8 @@ def parse_spec(args: dict[str, Any]) -> HFSpec:
     aliases = getattr(config_class, "attribute_map", {})
     by_hand = {aliases.get(k, k) for k in overrides}
     preset = {aliases.get(k, k): v for k, v in preset.items() if aliases.get(k, k) not in by_hand}
+    if size:  # a composite model (a text and a vision config, an encoder and a decoder): each its preset
+        preset |= {k: v for k, v in _sub_presets(size, config_class, task).items() if k not in by_hand}
     config = {k: v for k, v in {**defaults, **base, **preset, **overrides}.items() if k != "model_type"}
     vocab = config.get("vocab_size", getattr(class_defaults, "vocab_size", None))
     # A byte vocabulary has no room for the ids a configuration defaults to (GPT-2's 50256, also in
@@ -232,10 +299,11 @@ def parse_spec(args: dict[str, Any]) -> HFSpec:
     pad = (
         config["pad_token_id"] if "pad_token_id" in config else getattr(class_defaults, "pad_token_id", None)
     )
-    if task.name == "sequence-classification" and "pad_token_id" in known and pad is None:
+    if task.inputs == "bytes" and task.name != DEFAULT_TASK and "pad_token_id" in known and pad is None:
         # A decoder's classifier reads the last token that is not padding, and refuses a batch of more
-        # than one sequence without a padding id: byte 255, which no UTF-8 text holds.
-        config["pad_token_id"] = VOCAB_SIZE - 1
+        # than one sequence without a padding id, and an encoder masks its attention by it (ESM): byte
+        # 255, which no UTF-8 text holds. (A causal LM keeps its own: its baselines predate this.)
+        config["pad_token_id"] = PAD_ID
     return HFSpec(model_type, config, overrides, source, seq_len, batch_size, attn, float(lr), task, size)
 
 

@@ -131,11 +131,12 @@ class Shapes:
 
     batch_size: int
     seq_len: int
-    mask_id: int = VOCAB_SIZE - 1  # masked-lm: the id a masked byte becomes (255: no UTF-8 byte)
+    mask_id: int = VOCAB_SIZE - 2  # masked-lm: the id a masked byte becomes (254: no UTF-8 byte; 255 pads)
     start_id: int = 0  # seq2seq-lm: the decoder's first input
     labels: int = 2  # the classifiers' classes
     pixels: tuple[int, int, int] = (3, 32, 32)  # channels, height, width
     audio: tuple[int, ...] = (AUDIO_SAMPLES,)  # one clip's shape, without the batch
+    image_tokens: tuple[int, int] | None = None  # an image model that reads ids: (vocabulary, length)
 
 
 def make_batch(task: Task, shapes: Shapes, train: torch.Tensor, generator: torch.Generator) -> Any:
@@ -154,6 +155,10 @@ def make_batch(task: Task, shapes: Shapes, train: torch.Tensor, generator: torch
     if task.name == "sequence-classification":
         tokens = sample_windows(train, b, t, generator)
         return tokens, tokens[:, 0] % shapes.labels
+    if task.name == "image-classification" and shapes.image_tokens:  # ImageGPT: colour-cluster ids
+        vocab, length = shapes.image_tokens
+        tokens = torch.randint(0, vocab, (b, length), generator=generator)
+        return tokens, (tokens[:, 0] % shapes.labels)
     if task.name == "image-classification":
         pixels = torch.randn((b, *shapes.pixels), generator=generator)
         return pixels, (pixels.mean(dim=(1, 2, 3)) > 0).long() % shapes.labels

@@ -32,6 +32,7 @@ class HFWorkload:
         self.name = workload_name(spec)
         config = spec.build_config()
         cls = tasks.model_class(self.task, spec.model_type)
+        self.model_class_name = getattr(cls, "__name__", "")
         self.input_name = str(getattr(cls, "main_input_name", "input_ids"))
         self.shapes = tasks.Shapes(
             batch_size=spec.batch_size,
@@ -40,6 +41,7 @@ class HFWorkload:
             labels=max(2, int(getattr(config, "num_labels", 2) or 2)),
             pixels=tasks.pixel_shape(config, _image_size(config, spec)),
             audio=tasks.audio_shape(config, self.input_name),
+            image_tokens=_image_tokens(self.task, config, self.input_name, spec.seq_len),
         )
         self.tokens_per_step = tasks.units_per_step(self.task, self.shapes)
         self.unit = self.task.unit  # what tokens_per_step counts
@@ -50,9 +52,12 @@ class HFWorkload:
 
     def build_model(self, device: torch.device) -> nn.Module:
         attn = self.spec.attn_implementation
+        config = self.spec.build_config()
+        if not getattr(config, "architectures", None):  # where a type maps to several classes (DeiT's
+            config.architectures = [self.model_class_name]  # with a teacher or not): the first
         try:
             model = self.task.auto_class.from_config(
-                self.spec.build_config(), attn_implementation=None if attn == "auto" else attn
+                config, attn_implementation=None if attn == "auto" else attn
             )
         except WorkloadError:
             raise
@@ -62,10 +67,9 @@ class HFWorkload:
             ImportError,
             TypeError,
         ) as e:  # e.g. an attention kernel this host lacks
-            raise WorkloadError(
-                f"attn_implementation={attn!r} or the configuration of {self.name} is refused by "
-                f"transformers: {e}"
-            ) from None
+            what = f"the configuration of {self.name}"  # the attention named where it was asked for
+            what = what if attn == "auto" else f"attn_implementation={attn!r} or {what}"
+            raise WorkloadError(f"{what} is refused by transformers: {e}") from None
         self.attention = str(getattr(model.config, "_attn_implementation", None) or "the model's own")
         LOG.info("%s: attention %s (attn_implementation=%s)", self.name, self.attention, attn)
         if hasattr(model.config, "use_cache"):  # a training step, not generation: no key/value cache
@@ -105,6 +109,18 @@ def _valid_id(value: Any, config: Any, fallback: int) -> int:
     if isinstance(value, int) and value >= 0 and (not isinstance(vocab, int) or value < vocab):
         return value
     return fallback
+
+
+def _image_tokens(task: tasks.Task, config: Any, input_name: str, seq_len: int) -> tuple[int, int] | None:
+    """An image classifier that reads ids (ImageGPT's colour clusters, its last id the start token):
+    their vocabulary and seq_len of them, within its positions."""
+    if task.inputs != "pixels" or input_name != "input_ids":
+        return None
+    vocab = int(getattr(config, "vocab_size", VOCAB_SIZE))
+    positions = (
+        getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None) or seq_len
+    )
+    return max(1, vocab - 1), min(seq_len, int(positions))
 
 
 def _image_size(config: Any, spec: HFSpec) -> int:

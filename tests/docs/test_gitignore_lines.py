@@ -19,8 +19,9 @@ from benchgate.cli.main import app
 from benchgate.config import parse_config
 
 # `benchgate compile --root .` writes this repository's own committed files (pipelines/, components/,
-# the chart's CRDs); `comment --out` reads benchgate-out/, which `run` writes.
-NOT_OUTPUTS = {("compile", "root")}
+# the chart's CRDs); `comment --out` reads benchgate-out/, which `run` writes; `suite plan --file` writes
+# the suite file the user keeps and commits, as a config file.
+NOT_OUTPUTS = {("compile", "root"), ("suite plan", "suite_file")}
 
 
 def _commands(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:

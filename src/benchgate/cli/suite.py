@@ -227,7 +227,10 @@ def suite_plan(
         str | None,
         option(metavar="FILE", text="[suite] config: a benchgate config file every entry starts from."),
     ] = None,
-    out: Annotated[Path, option(metavar="FILE", text="The suite file to write.")] = Path("suite.toml"),
+    # --file, not --out: the suite file is the user's to keep (and commit), not a result to ignore.
+    suite_file: Annotated[Path, option("--file", metavar="FILE", text="The suite file to write.")] = Path(
+        "suite.toml"
+    ),
     force: Annotated[bool, typer.Option("--force", help="Replace FILE where it exists.")] = False,
 ) -> None:
     """Write a suite file: with --hf, a coverage suite of every model type of a Hugging Face family."""
@@ -238,19 +241,20 @@ def suite_plan(
             raise ConfigError(
                 "suite plan: say what to plan: --hf (every model type of a Hugging Face family)"
             )
-        if out.exists() and not force:
-            raise ConfigError(f"--out: {out} exists; pass --force to replace it, or another --out")
+        if suite_file.exists() and not force:
+            raise ConfigError(f"--file: {suite_file} exists; pass --force to replace it, or another --file")
         name, entries = hf_entries(parse_pairs(args or [], "KEY=VALUE"), [t for t in types.split(",") if t])
         command = " ".join(
             ["benchgate suite plan --hf", *(args or []), *([f"--types {types}"] if types else [])]
         )
-        write_text(out, suite_toml(name, entries, command, config))
+        write_text(suite_file, suite_toml(name, entries, command, config))
     except BenchgateError as exc:
         _fail(exc)
     except OSError as e:
-        _fail(DiskError(f"{out}: cannot write: {e.strerror or e}"))
+        _fail(DiskError(f"{suite_file}: cannot write: {e.strerror or e}"))
     console.print(
-        f"{out}: suite {name}, {len(entries)} entries; run it with: benchgate suite run {out}", markup=False
+        f"{suite_file}: suite {name}, {len(entries)} entries; run it with: benchgate suite run {suite_file}",
+        markup=False,
     )
 
 

@@ -12,6 +12,7 @@ owns the model and its data. No base class is inherited: the protocols here are 
     SupportsMeshDims         optional, with parallelize: mesh_dims (the mesh's shape)
     SupportsPeriodSteps      optional: period_steps (a periodic event every A/B round holds alike)
     SupportsEval             optional: logits(model, tokens) and eval_seq_len (without both: no eval stage)
+    SupportsEvalSkipped      optional: eval_skipped, why a workload without the eval hook has none
 
 benchgate looks the optional members up by name (getattr), so a workload has each or not; each member's
 docstring says what it must return. The members are checked when the workload is loaded
@@ -189,6 +190,15 @@ class SupportsEval(Protocol):
         """Next-byte logits [batch, time, 256], floating point and finite, for int64 byte tokens
         [batch, time]."""
         ...
+
+
+@runtime_checkable
+class SupportsEvalSkipped(Protocol):
+    """Optional, for a workload without the eval hook: why it has none, said where the eval is skipped."""
+
+    eval_skipped: str
+    """One sentence, e.g. "task=image-classification: an image classifier reads no bytes"
+    (benchgate.workloads.hf); eval.json's `skipped` says it after "the workload has no eval hook: "."""
 
 
 def load_workload(spec: str, args: dict[str, Any] | None = None) -> Workload:

@@ -11,6 +11,7 @@ import pytest
 
 from benchgate.workloads.base import (
     SupportsEval,
+    SupportsEvalSkipped,
     SupportsFlopsPerToken,
     SupportsMeshDims,
     SupportsParallelize,
@@ -21,7 +22,14 @@ from benchgate.workloads.base import (
 from benchgate.workloads.contract import REQUIRED_MEMBERS
 
 PACKAGE = Path(__file__).resolve().parents[3] / "src" / "benchgate"
-OPTIONAL = (SupportsEval, SupportsFlopsPerToken, SupportsMeshDims, SupportsParallelize, SupportsPeriodSteps)
+OPTIONAL = (
+    SupportsEval,
+    SupportsEvalSkipped,
+    SupportsFlopsPerToken,
+    SupportsMeshDims,
+    SupportsParallelize,
+    SupportsPeriodSteps,
+)
 
 
 def members(protocol: type) -> set[str]:

@@ -4,8 +4,8 @@ For a coverage suite (`benchgate suite plan --hf`: one entry per model type of a
 answer to "which types train": the entries done now or measured before (an incremental suite's skipped
 ones) ran; an entry in error could not, and its line says why (the workload refused its arguments, its
 step raised, a rank crashed), the error on one line without the entry's own name, cut at 240
-characters. suite.md and the
-terminal print it under the table, wherever the suite is incremental or an entry could not run.
+characters. suite.md and the terminal print it under the table, wherever the suite is incremental or an
+entry could not run.
 """
 
 from __future__ import annotations

@@ -209,15 +209,17 @@ def suite_plan(
     args: Annotated[
         list[str] | None,
         typer.Argument(
-            metavar="KEY=VALUE...",
-            help="The workload arguments every entry shares, as --workload-arg takes them: task=masked-lm "
+            metavar="WORKLOAD_ARGS",
+            help="The workload arguments every entry shares, KEY=VALUE as --workload-arg takes them: task=masked-lm "
             "size=tiny batch_size=4 ...",
         ),
     ] = None,
     hf: Annotated[
         bool,
-        typer.Option(
-            "--hf", help="One entry per model type of a Hugging Face family (task=; causal-lm by default)."
+        option(
+            "--hf",
+            text="One entry per model type of a Hugging Face family (task=, causal-lm where not given).",
+            default="off",
         ),
     ] = False,
     types: Annotated[
@@ -225,13 +227,17 @@ def suite_plan(
     ] = "",
     config: Annotated[
         str | None,
-        option(metavar="FILE", text="[suite] config: a benchgate config file every entry starts from."),
+        option(
+            metavar="FILE",
+            text="[suite] config: a benchgate config file every entry starts from.",
+            default="none",
+        ),
     ] = None,
     # --file, not --out: the suite file is the user's to keep (and commit), not a result to ignore.
     suite_file: Annotated[Path, option("--file", metavar="FILE", text="The suite file to write.")] = Path(
         "suite.toml"
     ),
-    force: Annotated[bool, typer.Option("--force", help="Replace FILE where it exists.")] = False,
+    force: Annotated[bool, option("--force", text="Replace FILE where it exists.", default="off")] = False,
 ) -> None:
     """Write a suite file: with --hf, a coverage suite of every model type of a Hugging Face family."""
     from benchgate.suite.hf_plan import hf_entries, suite_toml

@@ -42,6 +42,8 @@ ONE_PER_FAMILY = {
     "audio-classification": "wav2vec2",
 }
 
+UNITS = {"image-classification": "images", "audio-classification": "clips"}  # the others count tokens
+
 
 def benchgate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -103,11 +105,27 @@ def test_one_model_per_family_gates_and_a_second_run_skips_every_entry(tmp_path:
         name = f"hf-{model_type}-{task}-tiny-seq_len32-batch_size2"
         metrics = read_json(out / name / "metrics-ws1.json")
         assert metrics["tokens_per_s"]["p50"] > 0, name
+        # What a step counts, named in the metrics and in the verdict's timing row.
+        unit = UNITS.get(task, "tokens")
+        assert metrics["unit"] == unit, name
+        timing = next(
+            c for c in read_json(out / name / "compare.json")["checks"] if c["metric"] == "tokens_per_s"
+        )
+        assert (timing["name"], timing["unit"]) == (
+            f"{unit}/s (ws=1)",
+            "tok/s" if unit == "tokens" else f"{unit}/s",
+        )
         # Counted FLOPs for every family: the MFU's counted estimator followed each model's step.
         assert metrics["mfu"]["counting"]["per_token"] > 0, name
         eval_json = read_json(out / name / "eval.json")
         assert eval_json["skipped"].startswith(f"the workload has no eval hook: task={task}: "), eval_json
     assert "Coverage: 5 of 5 entries ran to a verdict (100%)." in (out / "suite.md").read_text()
+    # One axis, one unit: the three token families are plotted, the images and the clips named apart.
+    pareto = (out / "pareto.md").read_text()
+    assert "| tokens/s at world size 1 |" in pareto, pareto
+    for task, unit in UNITS.items():
+        name = f"hf-{ONE_PER_FAMILY[task]}-{task}-tiny-seq_len32-batch_size2"
+        assert f"{name} is not plotted: it counts {unit} per step, the plotted entries tokens" in pareto
 
     second = benchgate("suite", "run", "suite.toml", "--no-tracking", cwd=tmp_path)
     again = read_json(out / "suite.json")

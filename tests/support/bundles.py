@@ -30,6 +30,7 @@ def bench(
         "workload": "w",
         "world_size": ws,
         "precision": "fp32",
+        "unit": "tokens",
         "tokens_per_step_global": tokens,
         "memory": {"peak_bytes": memory_mib * 2**20},
         "mfu": {"dense_6n": None, "attention_aware": None},

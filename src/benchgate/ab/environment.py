@@ -36,7 +36,7 @@ from benchgate.kit import stats
 from benchgate.measure import fingerprint
 from benchgate.results.bundle import Bundle
 from benchgate.results.comparison import Check, Comparison
-from benchgate.results.figures import run_rate
+from benchgate.results.figures import rate_unit, run_rate
 
 ENVIRONMENT = "tokens_per_s_environment"  # the row's metric; decided_by likewise names it
 DECIDED_BY = "environment"
@@ -163,7 +163,7 @@ def environment_row(
     slower = found.ci_high_pct is not None and found.ci_high_pct < -tol.throughput_drop_pct
     return Check(
         name=f"environment (ws={ws})",
-        unit="tok/s",
+        unit=rate_unit(stored),
         current=math.exp(statistics.fmean(math.log(r) for r in rates if r > 0)),
         baseline=baseline_rate,
         change=found.change_pct,

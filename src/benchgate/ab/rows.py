@@ -89,8 +89,9 @@ def apply_ab(
             "the environment row measures the setup",
         )
     row = Check(
-        name=f"tokens/s (ws={ws})",
-        unit="tok/s",
+        # The screened row's labels where compare made one: they name the rate after the workload's unit.
+        name=screened.name if screened is not None else f"tokens/s (ws={ws})",
+        unit=screened.unit if screened is not None else "tok/s",
         current=_mean([_round_rate(r, "candidate") for r in rounds]),
         baseline=_mean([_round_rate(r, "base") for r in rounds]),
         change=decision["change_pct"],

@@ -33,6 +33,7 @@ from typing import Any
 
 from benchgate.errors import BaselineError
 from benchgate.results.bundle import Bundle
+from benchgate.results.figures import counted_unit
 
 # (field of metrics-ws<N>.json, why a difference makes the runs incomparable), in the order checked.
 REFUSED_FIELDS = (
@@ -110,6 +111,10 @@ def _check_world_size(baseline: Bundle, ws: int, base: dict[str, Any], cur: dict
             None if cur_ws is _MISSING else cur_ws,
             f"a metrics-ws{ws}.json must hold world size {ws}",
         )
+    # A file without `unit` was written before workloads could count anything but tokens: tokens.
+    if counted_unit(base) != counted_unit(cur):
+        why = "tokens/s counts different things"
+        raise _refusal(baseline, ws, "unit", counted_unit(base), counted_unit(cur), why)
     unknown: dict[str, list[str]] = {"the baseline's": [], "this run's": []}
     for key, why in REFUSED_FIELDS:
         base_value, cur_value = base.get(key, _MISSING), cur.get(key, _MISSING)

@@ -29,7 +29,7 @@ from benchgate.measure import fingerprint
 from benchgate.measure.device_state import THROTTLED_FRACTION
 from benchgate.results.bundle import Bundle
 from benchgate.results.comparison import SCALING, TIMING, Check, Comparison, Status, load_comparison
-from benchgate.results.figures import MFU_CONVENTIONS, run_rate, scaling_efficiency
+from benchgate.results.figures import MFU_CONVENTIONS, rate_name, rate_unit, run_rate, scaling_efficiency
 
 # The comparison's data types live in `comparison`; callers may import them from here too.
 __all__ = [
@@ -103,8 +103,8 @@ def _timing_check(
         host = result.host_change_pct
         notes.append(f"raw {raw:+.1f}%, drift-reference kernel time {host:+.1f}% (the host)")
     return Check(
-        name=f"tokens/s (ws={ws})",
-        unit="tok/s",
+        name=f"{rate_name(cur)} (ws={ws})",
+        unit=rate_unit(cur),
         current=cur_rate,
         baseline=base_rate,
         change=result.change_pct,
@@ -204,7 +204,15 @@ def _bench_checks(
         rate = run_rate(cur)
         note = "no baseline at this world size"
         checks.append(
-            Check(f"tokens/s (ws={ws})", "tok/s", rate, status="NEW", note=note, metric=TIMING, world_size=ws)
+            Check(
+                f"{rate_name(cur)} (ws={ws})",
+                rate_unit(cur),
+                rate,
+                status="NEW",
+                note=note,
+                metric=TIMING,
+                world_size=ws,
+            )
         )
         checks.append(
             Check(f"peak memory (ws={ws})", "MiB", cur["memory"]["peak_bytes"] / 2**20, status="NEW")

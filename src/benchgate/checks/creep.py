@@ -44,7 +44,7 @@ from benchgate.config import Tolerances
 from benchgate.errors import BaselineError
 from benchgate.results.bundle import Bundle
 from benchgate.results.comparison import CREEP, TIMING, Check, Comparison, Status
-from benchgate.results.figures import run_rate
+from benchgate.results.figures import rate_name, rate_unit, run_rate
 
 CLEAR_HINT = "`benchgate baseline anchor --clear` removes the anchor"
 # In a screen-FAIL creep row's note: the commit an A/B checks out as its base (ab/creep_ab.py reads it).
@@ -58,8 +58,8 @@ def anchor_commit(anchor: Bundle) -> str:
     return str(commit) if commit else ""
 
 
-def row_name(ws: int) -> str:
-    return f"tokens/s since anchor (ws={ws})"
+def row_name(ws: int, rate: str) -> str:
+    return f"{rate} since anchor (ws={ws})"
 
 
 def rule_text(tolerance_pct: float, confidence: float) -> str:
@@ -120,8 +120,8 @@ def creep_check(
     if result.noise_pct is not None:
         notes.append(f"run-to-run noise {result.noise_pct:.1f}%")
     return Check(
-        name=row_name(ws),
-        unit="tok/s",
+        name=row_name(ws, rate_name(current)),
+        unit=rate_unit(current),
         current=run_rate(current),
         baseline=run_rate(anchor),
         change=result.change_pct,

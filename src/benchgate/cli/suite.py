@@ -210,8 +210,8 @@ def suite_plan(
         list[str] | None,
         typer.Argument(
             metavar="WORKLOAD_ARGS",
-            help="The workload arguments every entry shares, KEY=VALUE as --workload-arg takes them: task=masked-lm "
-            "size=tiny batch_size=4 ...",
+            help="The workload arguments every entry shares, KEY=VALUE as --workload-arg takes them: "
+            "task=masked-lm size=tiny batch_size=4 ...",
         ),
     ] = None,
     hf: Annotated[

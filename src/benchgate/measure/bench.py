@@ -265,6 +265,8 @@ def run_worker(
         "warmup": bench.warmup,
         "sync_every": bench.sync_every,
         "timing": "cuda_events" if device.type == "cuda" else "perf_counter",
+        # What tokens_per_step counts (SupportsUnit): the rows and tables name the rate after it.
+        "unit": getattr(workload, "unit", None) or "tokens",
         "tokens_per_step_per_rank": workload.tokens_per_step,
         "tokens_per_step_global": global_tokens,
         "step_time_s": stats.summarize(step_times).to_dict(),

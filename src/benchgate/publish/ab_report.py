@@ -33,6 +33,7 @@ from benchgate.ab.decision import decide_rounds, look_rounds
 from benchgate.ab.runner import AB_FILE
 from benchgate.config import GateConfig
 from benchgate.kit.files import read_json
+from benchgate.results.figures import rate_unit
 
 # What the rule says at a look, in words (ABDecision.status).
 _SAID = {"CONTINUE": "another round", "PASS": "PASS", "FAIL": "FAIL", "UNKNOWN": "UNKNOWN"}
@@ -56,6 +57,7 @@ class ABReport:
     world_size: int
     outcome: dict[str, Any]
     looks: list[Look]
+    unit: str = "tok/s"  # the rate's unit beside its figures: "images/s" where the workload counts images
 
     @property
     def rounds(self) -> list[dict[str, Any]]:
@@ -99,7 +101,11 @@ def read_ab(run_dir: Path, gate: GateConfig) -> list[ABReport]:
     reports = []
     for path in run_dir.glob(f"ab/ws*/{AB_FILE}"):
         outcome = read_json(path)
-        reports.append(ABReport(int(outcome["world_size"]), outcome, ab_looks(outcome, gate)))
+        ws = int(outcome["world_size"])
+        # The run's own bench at this world size says what a step counts (ab.json does not).
+        metrics = run_dir / f"metrics-ws{ws}.json"
+        unit = rate_unit(read_json(metrics)) if metrics.exists() else "tok/s"
+        reports.append(ABReport(ws, outcome, ab_looks(outcome, gate), unit))
     return sorted(reports, key=lambda r: r.world_size)
 
 
@@ -149,8 +155,8 @@ def rounds_table(report: ABReport) -> str:
         "first",
         "base time (s)",
         "candidate time (s)",
-        "base tok/s",
-        "candidate tok/s",
+        f"base {report.unit}",
+        f"candidate {report.unit}",
         "change (the round's figure)",
         "median step change",
     )
@@ -192,9 +198,9 @@ def _decision(report: ABReport) -> str:
         )
     if None not in rates:
         parts.append(
-            f"{html.escape(report.label('base'))} {rates[0]:,.0f} tok/s, "
-            f"{html.escape(report.label('candidate'))} {rates[1]:,.0f} tok/s (the mean over rounds of each "
-            "round's tokens over its total time: a paired measurement, neither the stored baseline's "
+            f"{html.escape(report.label('base'))} {rates[0]:,.0f} {report.unit}, "
+            f"{html.escape(report.label('candidate'))} {rates[1]:,.0f} {report.unit} (the mean over rounds "
+            "of each round's tokens over its total time: a paired measurement, neither the stored baseline's "
             "figure nor this run's bench)"
         )
     layout = outcome.get("layout") or {}

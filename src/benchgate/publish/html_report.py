@@ -14,6 +14,7 @@ import html
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from benchgate.attribution.lines import attribution_lines
 from benchgate.checks import tables as report
@@ -22,7 +23,7 @@ from benchgate.publish.plots import ab_steps_png, current_point, step_time_png, 
 from benchgate.publish.report_changes import changes_html, report_history
 from benchgate.results.bundle import Bundle
 from benchgate.results.comparison import Comparison
-from benchgate.results.figures import MFU_CONVENTIONS, RUN_TOKENS_PER_S, HistoryPoint
+from benchgate.results.figures import MFU_CONVENTIONS, RUN_TOKENS_PER_S, HistoryPoint, counted_unit, rate_name
 
 # STATUS_STYLE speaks rich's colour names; these are the same colours, dark enough to read on white.
 _CSS_COLORS = {
@@ -64,6 +65,17 @@ def _table(comparison: Comparison) -> str:
     # Each row's whole rule and notes: folded, since a verdict's reader rarely needs the statistics.
     notes = "".join(f"<li>{html.escape(line)}</li>" for line in explained)
     return f"{table}<details><summary>{report.DETAILS_SUMMARY}</summary><ul>{notes}</ul></details>"
+
+
+def _metrics(current: Bundle) -> dict[str, Any]:
+    return current.metrics[min(current.metrics)] if current.metrics else {}
+
+
+def _rate_axis(current: Bundle) -> str:
+    """The throughput plot's axis: "tokens/s (tokens per step / mean step time)", or images where the
+    workload counts images."""
+    metrics = _metrics(current)
+    return f"{rate_name(metrics)} ({counted_unit(metrics)} per step / mean step time)"
 
 
 def _flops_table(current: Bundle) -> str:
@@ -165,7 +177,7 @@ def html_report(
         points,
         [(f"ws{ws}/{RUN_TOKENS_PER_S}", f"world size {ws}") for ws in world_sizes(points)],
         f"Throughput over the last {len(points)} runs of this profile",
-        "tokens/s (tokens per step / mean step time)",
+        _rate_axis(current),
         changes=ordered.marks(),
     )
     if any("scaling_efficiency_pct" in p.figures for p in points):
@@ -202,7 +214,7 @@ def html_report(
             "<h2>Step time, baseline vs. this run</h2>",
             img_tag(step_time_png(current, baseline, ab_bases), "step-time distribution per world size"),
             "<h2>Throughput over commits</h2>",
-            img_tag(throughput, "tokens/s over commits"),
+            img_tag(throughput, f"{rate_name(_metrics(current))} over commits"),
             "<h2>Change points over these runs</h2>",
             changes_html(ordered),
             "<h2>Scaling efficiency over commits</h2>",

@@ -114,6 +114,8 @@ class _Metrics(_Checked):
     world_size: Annotated[int, Field(ge=1, le=2**20)]
     precision: str
     tokens_per_step_global: Count
+    # What tokens_per_step counts (workloads/contract.UNIT_PATTERN); files written before it: tokens.
+    unit: Annotated[str, Field(pattern=r"^[a-z]{1,20}$")] = "tokens"
     samples: _Samples
     memory: _Memory
     # Optional (older files lack them), but never null where a reader indexes into them.

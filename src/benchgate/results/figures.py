@@ -158,6 +158,23 @@ class HistoryPoint:
     workload: str | None = None  # None where not known (runs read before it was kept)
 
 
+def counted_unit(metrics: Mapping[str, Any]) -> str:
+    """What a run's tokens_per_step counts: its workload's `unit` ("images", "clips"), else tokens."""
+    return str(metrics.get("unit") or "tokens")
+
+
+def rate_name(metrics: Mapping[str, Any]) -> str:
+    """The rate as a row names it: "tokens/s", "images/s", "clips/s"."""
+    return f"{counted_unit(metrics)}/s"
+
+
+def rate_unit(metrics: Mapping[str, Any]) -> str:
+    """The rate's unit beside a figure: "tok/s" for tokens (as the tables have always printed it),
+    "images/s" for images."""
+    unit = counted_unit(metrics)
+    return "tok/s" if unit == "tokens" else f"{unit}/s"
+
+
 def run_rate(metrics: dict[str, Any]) -> float:
     """A run's tokens/s as the gate judges it: tokens per step over the mean step time."""
     samples = metrics["samples"]

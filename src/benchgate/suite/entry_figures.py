@@ -3,7 +3,8 @@ finished entry's own result directory (read with results/bundle.py, as compare r
 
     tokens/s     the run's tokens/s (results/figures.RUN_TOKENS_PER_S), at one world size for every entry,
                  with the relative width of its step rates' p50 interval (the metrics' p50_ci_low/high)
-                 as its measured spread
+                 as its measured spread; images/s or clips/s where the workloads count those
+                 (their `unit`), and only the entries of the most common unit are plotted: one axis
     perplexity   eval.json's, absent where the entry ran without eval or its workload has no eval hook,
                  and refused where the eval did not measure the entry's variant: another precision than
                  the bench's, or other batches than the variant's batch_size (an eval written before
@@ -26,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from benchgate.errors import BadInputError, ConfigError
 from benchgate.kit.files import read_json_object
 from benchgate.results.bundle import Bundle, Name, load_bundle
-from benchgate.results.figures import RUN_TOKENS_PER_S, bench_figures
+from benchgate.results.figures import RUN_TOKENS_PER_S, bench_figures, counted_unit, rate_name
 
 SUITE_FILE = "suite.json"
 _SHORT = reprlib.Repr()
@@ -75,6 +76,7 @@ class SuiteFigures:
     # The world size every plotted entry is read at, or None where the entries share none (then each is
     # read at its own largest, and the axis says so).
     common_world_size: int | None
+    rate: str = "tokens/s"  # the plotted entries' speed, named after what their steps count
 
 
 def _describe(error: ValidationError) -> str:
@@ -194,6 +196,7 @@ def read_suite_figures(directory: Path) -> SuiteFigures:
         reasons = "; ".join(f"{name}: {why}" for name, why in skipped.items())
         reasons = reasons or "suite.json lists no entries"
         raise ConfigError(f"{directory}: no finished entry to plot ({reasons})")
+    unit = plotted_unit(bundles, skipped)
     common = choose_world_size(list(bundles.values()))
     entries = []
     for entry in suite.entries:
@@ -204,4 +207,20 @@ def read_suite_figures(directory: Path) -> SuiteFigures:
             continue
         bundle = bundles[entry.name]
         entries.append(_figures(entry, out, bundle, common or max(bundle.metrics)))
-    return SuiteFigures(suite.suite, directory, entries, common)
+    return SuiteFigures(suite.suite, directory, entries, common, rate_name({"unit": unit}))
+
+
+def _unit(bundle: Bundle) -> str:
+    return counted_unit(bundle.metrics[max(bundle.metrics)])
+
+
+def plotted_unit(bundles: dict[str, Bundle], skipped: dict[str, str]) -> str:
+    """The unit most entries count (the first entry's on a tie). Entries of another move from `bundles`
+    to `skipped`: a suite of images and clips per second would put two measures on one axis."""
+    units = [_unit(bundle) for bundle in bundles.values()]
+    most = max(units, key=units.count)  # max keeps the first of equal counts
+    for name, bundle in list(bundles.items()):
+        if _unit(bundle) != most:
+            skipped[name] = f"it counts {_unit(bundle)} per step, the plotted entries {most}: not on one axis"
+            del bundles[name]
+    return most

@@ -146,6 +146,7 @@ class Panel:
     frontier: list[Point]
     dominated: list[Dominated]
     left_out: list[Point]
+    rate: str = "tokens/s"  # the speed's name: "images/s" where the entries count images
 
     def standing(self, name: str) -> str:
         """'frontier', 'dominated by X' or why the entry is not on this panel: a table cell."""
@@ -169,7 +170,7 @@ class Panel:
         return lines
 
 
-def frontier(points: Sequence[Point], better: Objective, ties: Ties = TIES) -> Panel:
+def frontier(points: Sequence[Point], better: Objective, ties: Ties = TIES, rate: str = "tokens/s") -> Panel:
     """Split `points` into the frontier and the dominated for tokens/s (maximised) against `better`
     (minimised), figures within `ties` counting as equal.
 
@@ -191,9 +192,9 @@ def frontier(points: Sequence[Point], better: Objective, ties: Ties = TIES) -> P
         beaters = [q for q in top if dominates(q, p, better, ties)]
         beaters = beaters or [q for q in placed if dominates(q, p, better, ties)]
         by = min(beaters, key=lambda q: (-q.tokens_per_s, q.figure(better), q.name))
-        dominated.append(Dominated(p, by, _sentence(p, by, better, ties)))
+        dominated.append(Dominated(p, by, _sentence(p, by, better, ties, rate)))
     top.sort(key=lambda p: (p.tokens_per_s, p.name))
-    return Panel(better, top, dominated, left_out)
+    return Panel(better, top, dominated, left_out, rate)
 
 
 def _figure_text(objective: Objective, value: float, digits: int) -> str:
@@ -202,7 +203,7 @@ def _figure_text(objective: Objective, value: float, digits: int) -> str:
     return f"{value:,.{digits}f}"
 
 
-def _pair(objective: Objective | None, mine: float, theirs: float, digits: int) -> str:
+def _pair(objective: Objective | None, mine: float, theirs: float, digits: int, rate: str = "") -> str:
     """'mine vs theirs', with as many decimals as it takes for unequal values not to print alike."""
 
     def text(value: float, d: int) -> str:
@@ -210,11 +211,11 @@ def _pair(objective: Objective | None, mine: float, theirs: float, digits: int) 
 
     while mine != theirs and text(mine, digits) == text(theirs, digits) and digits < 6:
         digits += 1
-    unit = " tokens/s" if objective is None else ""
+    unit = f" {rate}" if objective is None else ""
     return f"{text(mine, digits)} vs {text(theirs, digits)}{unit}"
 
 
-def _sentence(p: Point, by: Point, objective: Objective, ties: Ties) -> str:
+def _sentence(p: Point, by: Point, objective: Objective, ties: Ties, rate: str) -> str:
     """'b is dominated by a: slower (1,234 vs 1,456 tokens/s) and no better perplexity (3.21 vs 3.20)'.
 
     "slower"/"worse": beyond the noise; "no faster"/"no better": equal; "as fast within 2%"/"perplexity
@@ -223,7 +224,7 @@ def _sentence(p: Point, by: Point, objective: Objective, ties: Ties) -> str:
     assert yp is not None and yb is not None  # only placed points are dominated
     label = LABELS[objective]
     speed_pct = speed_margin_pct(p, by, ties)
-    speeds = _pair(None, p.tokens_per_s, by.tokens_per_s, 0)
+    speeds = _pair(None, p.tokens_per_s, by.tokens_per_s, 0, rate)
     if _compare(p.tokens_per_s, by.tokens_per_s, speed_pct, True) < 0:
         speed = f"slower ({speeds})"
     elif p.tokens_per_s == by.tokens_per_s:

@@ -84,7 +84,7 @@ def _draw_panel(ax: Axes, panel: Panel, x_label: str) -> None:
         )
     ax.set_xlabel(x_label)
     ax.set_ylabel(_Y_LABELS[panel.objective])
-    ax.set_title(f"tokens/s vs. {LABELS[panel.objective]}", fontsize=10)
+    ax.set_title(f"{panel.rate} vs. {LABELS[panel.objective]}", fontsize=10)
     ax.grid(True, alpha=0.3)
     if panel.left_out:
         reasons: dict[str, list[str]] = {}  # one clause per reason, in the entries' order

@@ -19,7 +19,9 @@ that panel only. Errors (ConfigError, exit 2): suite.json missing or damaged (na
 field), or no entry with readable results (names the directory).
 
 tokens/s is the run's tokens/s (as the verdict table shows it) at the largest world size every plotted
-entry ran (see entry_figures.choose_world_size); peak memory is read at that same world size.
+entry ran (see entry_figures.choose_world_size); peak memory is read at that same world size. Where the
+entries' workloads count other units (an image family's images), the views name the rate after them
+("images/s"); entries of another unit than the most common one are not plotted (entry_figures).
 """
 
 from __future__ import annotations
@@ -33,34 +35,37 @@ from benchgate.suite.pareto_plot import pareto_png
 from benchgate.suite.suite_page import suite_html
 
 PNG_FILE, MD_FILE, HTML_FILE = "pareto.png", "pareto.md", "suite.html"
-# What "better" means here (pareto.Ties): said under the title, so a tie is not read as a trade-off.
-TIES_TEXT = (
-    f"Figures closer than their noise are ties, neither better: tokens/s within {TIES.tokens_per_s_pct:g}% "
-    "(or within the wider of two entries' measured p50 intervals), perplexity within "
-    f"{TIES.perplexity_pct:g}%, peak memory within {TIES.peak_memory_pct:g}%."
-)
-HEADER = [
-    "entry",
-    "verdict",
-    "tokens/s",
-    "perplexity",
-    "peak memory",
-    "tokens/s vs. perplexity",
-    "tokens/s vs. peak memory",
-]
+
+
+def ties_text(rate: str) -> str:
+    """What "better" means here (pareto.Ties): said under the title, so a tie is not read as a trade-off."""
+    return (
+        f"Figures closer than their noise are ties, neither better: {rate} within "
+        f"{TIES.tokens_per_s_pct:g}% (or within the wider of two entries' measured p50 intervals), "
+        f"perplexity within {TIES.perplexity_pct:g}%, peak memory within {TIES.peak_memory_pct:g}%."
+    )
 
 
 def header(figures: SuiteFigures) -> list[str]:
-    """HEADER with the tokens/s column naming its world size."""
-    tokens = tokens_label(figures).removesuffix(" (higher is better)")
-    return [tokens if h == "tokens/s" else h for h in HEADER]
+    """The table's columns, the speed's naming its unit ("tokens/s", "images/s") and world size."""
+    speed = tokens_label(figures).removesuffix(" (higher is better)")
+    rate = figures.rate
+    return [
+        "entry",
+        "verdict",
+        speed,
+        "perplexity",
+        "peak memory",
+        f"{rate} vs. perplexity",
+        f"{rate} vs. peak memory",
+    ]
 
 
 def tokens_label(figures: SuiteFigures) -> str:
-    """The tokens/s axis and column, world size included."""
+    """The speed's axis and column, its unit and world size included."""
     if figures.common_world_size is not None:
-        return f"tokens/s at world size {figures.common_world_size} (higher is better)"
-    return "tokens/s at each entry's largest world size (higher is better)"
+        return f"{figures.rate} at world size {figures.common_world_size} (higher is better)"
+    return f"{figures.rate} at each entry's largest world size (higher is better)"
 
 
 def points(figures: SuiteFigures) -> list[Point]:
@@ -80,7 +85,7 @@ def points(figures: SuiteFigures) -> list[Point]:
 
 def panels(figures: SuiteFigures) -> list[Panel]:
     found = points(figures)
-    return [frontier(found, better=objective) for objective in OBJECTIVES]
+    return [frontier(found, better=objective, rate=figures.rate) for objective in OBJECTIVES]
 
 
 def _tokens_cell(entry: EntryFigures, common: int | None) -> str:
@@ -117,7 +122,7 @@ def notes(figures: SuiteFigures, found: list[Panel]) -> list[str]:
     lines += [f"{e.name} is not plotted: {e.skipped}" for e in figures.entries if e.skipped]
     if figures.common_world_size is None:
         lines.append(
-            "The entries share no world size: each one's tokens/s and peak memory are read at its own "
+            f"The entries share no world size: each one's {figures.rate} and peak memory are read at its own "
             "largest, which favours entries run on more ranks."
         )
     return [" ".join(line.split()) for line in lines]  # one line each, whatever an error message held
@@ -128,9 +133,9 @@ def markdown(figures: SuiteFigures, found: list[Panel]) -> str:
     lines = [
         f"# Suite {figures.suite}: the Pareto view",
         "",
-        "Higher tokens/s is better; lower perplexity and lower peak memory are better. An entry is "
+        f"Higher {figures.rate} is better; lower perplexity and lower peak memory are better. An entry is "
         "dominated when another is at least as fast and at least as good on the panel's figure, and "
-        f"better on one of them. {TIES_TEXT}",
+        f"better on one of them. {ties_text(figures.rate)}",
         "",
         "| " + " | ".join(columns) + " |",
         "|" + "---|" * len(columns),
@@ -148,7 +153,7 @@ def write_suite_report(suite_dir: Path) -> list[Path]:
     found = panels(figures)
     png = pareto_png(found, tokens_label(figures), f"Suite {figures.suite}: the Pareto view")
     rows, lines = table_rows(figures, found), notes(figures, found)
-    page = suite_html(figures, png, header(figures), rows, lines, TIES_TEXT)
+    page = suite_html(figures, png, header(figures), rows, lines, ties_text(figures.rate))
     return [
         _write_bytes(suite_dir / PNG_FILE, png),
         write_text(suite_dir / MD_FILE, markdown(figures, found)),

@@ -35,7 +35,7 @@ def suite_html(
     notes: list[str],
     ties: str = "",
 ) -> str:
-    """The page; `ties`: the sentence saying which differences count as none (report.TIES_TEXT)."""
+    """The page; `ties`: the sentence saying which differences count as none (report.ties_text)."""
     e = html.escape
     head = "".join(f"<th>{e(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in row) + "</tr>" for row in rows)
@@ -48,10 +48,13 @@ def suite_html(
             '<html lang="en"><head><meta charset="utf-8">',
             f"<title>{e(title)}</title><style>{PAGE_STYLE}</style></head><body>",
             f"<h1>{e(title)}: the Pareto view</h1>",
-            '<p class="meta">Higher tokens/s is better; lower perplexity and lower peak memory are better. '
+            f'<p class="meta">Higher {e(figures.rate)} is better; lower perplexity and lower peak memory are '
+            "better. "
             "Frontier entries (red diamonds) are those no other entry beats on both figures of a panel. "
             f"{e(ties)}</p>",
-            img_tag(png, "tokens/s against perplexity and against peak memory, Pareto frontier marked"),
+            img_tag(
+                png, f"{figures.rate} against perplexity and against peak memory, Pareto frontier marked"
+            ),
             f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>",
             f"<ul>{items}</ul>" if items else "",
             "<h2>Each entry's own report</h2>",

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from benchgate._version import __version__
 from benchgate.kit import diskfaults
 from benchgate.results.bundle import Bundle
-from benchgate.results.figures import bench_figures, eval_figures, run_figures
+from benchgate.results.figures import bench_figures, counted_unit, eval_figures, run_figures
 from benchgate.store.spool import SpooledRun, read_entry
 from benchgate.tracking.client import (
     TAG_BASELINE,
@@ -197,6 +197,7 @@ def _log_children(
     for ws, m in sorted(bundle.metrics.items()):
         figures = [metric(k, v, now_ms) for k, v in bench_figures(m).items()]
         params = {key: str(m.get(key)) for key in ("threads_per_rank", "timing", "precision")}
+        params["unit"] = counted_unit(m)  # what the tokens_per_s figures count: tokens, images, clips
         child(
             f"bench ws={ws}",
             figures + step_series("", m, now_ms) + system_series(m, started_ms),

@@ -12,6 +12,7 @@ owns the model and its data. No base class is inherited: the protocols here are 
     SupportsMeshDims         optional, with parallelize: mesh_dims (the mesh's shape)
     SupportsPeriodSteps      optional: period_steps (a periodic event every A/B round holds alike)
     SupportsEval             optional: logits(model, tokens) and eval_seq_len (without both: no eval stage)
+    SupportsUnit             optional: unit, what tokens_per_step counts where not tokens ("images")
     SupportsEvalSkipped      optional: eval_skipped, why a workload without the eval hook has none
 
 benchgate looks the optional members up by name (getattr), so a workload has each or not; each member's
@@ -190,6 +191,16 @@ class SupportsEval(Protocol):
         """Next-byte logits [batch, time, 256], floating point and finite, for int64 byte tokens
         [batch, time]."""
         ...
+
+
+@runtime_checkable
+class SupportsUnit(Protocol):
+    """Optional: what `tokens_per_step` counts, where it is not tokens (an image model's images)."""
+
+    unit: str
+    """A plural noun in lowercase letters, at most 20: "images", "clips" ("tokens" without it). The
+    timing rows, tables and suite views name the rate after it ("images/s"); runs of different units
+    are never compared."""
 
 
 @runtime_checkable

@@ -30,6 +30,8 @@ from benchgate.workloads.parallel import check_mesh_dims
 # could climb out of a directory or close a quoted string.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 MAX_NAME_LENGTH = 100
+# A workload's `unit`: it names the rate in rows and tables ("images/s") and goes into MLflow params.
+UNIT_PATTERN = re.compile(r"[a-z]{1,20}")
 VOCAB_SIZE = 256  # the eval's byte tokens (benchgate.workloads.shard)
 
 METHODS = ("build_model", "make_optimizer", "make_batch", "forward", "loss")
@@ -124,6 +126,14 @@ def check_members(workload: Any, where: str) -> None:
             "period_steps",
             f"is {_described(period_steps)}; expected an int > 0 (the steps from one of the workload's "
             "periodic events to the next), or no such member",
+        )
+    unit = getattr(workload, "unit", None)
+    if unit is not None and not (isinstance(unit, str) and UNIT_PATTERN.fullmatch(unit)):
+        raise member_error(
+            where,
+            "unit",
+            f'is {_described(unit)}; expected a plural noun in lowercase letters, at most 20 ("images", '
+            '"clips": what tokens_per_step counts), or no such member',
         )
     eval_seq_len = getattr(workload, "eval_seq_len", None)
     if eval_seq_len is not None and not is_count(eval_seq_len):

@@ -403,3 +403,37 @@ def test_each_mfu_row_says_which_convention_it_follows() -> None:
     assert "non-causal" in notes["MFU attention_aware (ws=1)"]
     assert "FlopCounterMode" in notes["MFU counted (ws=1)"] and "half" in notes["MFU counted (ws=1)"]
     assert all(c.status == "INFO" for c in rows.values())
+
+
+def counting(b: Bundle, unit: str | None) -> Bundle:
+    """`b` as a workload with `unit` writes it (None: a metrics file written before units were recorded)."""
+    for ws, metrics in list(b.metrics.items()):
+        b.metrics[ws] = {k: v for k, v in metrics.items() if k != "unit"} | ({"unit": unit} if unit else {})
+    return b
+
+
+def test_the_timing_rows_of_an_image_workload_name_images_per_second() -> None:
+    from benchgate.config import ABConfig
+
+    base, current = counting(bundle(1), "images"), counting(bundle(2, step_s=0.12), "images")
+    screened = compare(base, current, Tolerances())
+    row = screened.timing(1)
+    assert row is not None and (row.name, row.unit) == ("images/s (ws=1)", "images/s")
+    assert not any(c.name.startswith("tokens/s") for c in screened.checks)
+    new = compare(None, counting(bundle(2), "images"), Tolerances()).timing(2)
+    assert new is not None and (new.name, new.unit, new.status) == ("images/s (ws=2)", "images/s", "NEW")
+    decided = apply_ab(screened, ab_outcome("FAIL", -12.0), Tolerances(), ABConfig()).timing(1)
+    assert decided is not None and decided.decided_by == "ab" and decided.unit == "images/s"
+    assert decided.name == "images/s (ws=1)"
+
+
+def test_a_baseline_written_before_units_counts_tokens_and_compares_without_a_note() -> None:
+    result = compare(counting(bundle(1), None), bundle(2), Tolerances())
+    assert result.verdict == "PASS" and not any("unit" in note for note in result.notes)
+    row = result.timing(1)
+    assert row is not None and (row.name, row.unit) == ("tokens/s (ws=1)", "tok/s")
+
+
+def test_runs_that_count_different_units_are_never_compared() -> None:
+    with pytest.raises(BaselineError, match=r"unit='tokens', this run has 'images'.*counts different things"):
+        compare(counting(bundle(1), None), counting(bundle(2), "images"), Tolerances())

@@ -16,6 +16,7 @@ from benchgate.workloads.base import (
     SupportsMeshDims,
     SupportsParallelize,
     SupportsPeriodSteps,
+    SupportsUnit,
     Workload,
     load_workload,
 )
@@ -29,6 +30,7 @@ OPTIONAL = (
     SupportsMeshDims,
     SupportsParallelize,
     SupportsPeriodSteps,
+    SupportsUnit,
 )
 
 

@@ -228,6 +228,18 @@ def test_workload_names_that_are_not_safe_identifiers_are_refused(name: object) 
         check_members(workload, "bench.workload: t")
 
 
+@pytest.mark.parametrize("unit", ["Images", "images/s", "", "a" * 21, 3])
+def test_a_unit_that_cannot_name_a_rate_is_refused(unit: object) -> None:
+    workload = load_workload("bg_test_workloads:sleepy")
+    workload.unit = unit  # type: ignore[attr-defined]
+    with pytest.raises(
+        WorkloadError, match=r"workload member `unit` is .*expected a plural noun in lowercase"
+    ):
+        check_members(workload, "bench.workload: t")
+    workload.unit = "images"  # type: ignore[attr-defined]
+    check_members(workload, "bench.workload: t")
+
+
 def test_the_step_the_check_runs_is_the_step_the_bench_times() -> None:
     # compute_loss + update is Trainer.step: same seed, same losses.
     workload = load_workload("bg_test_workloads:sleepy")

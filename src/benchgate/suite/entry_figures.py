@@ -30,6 +30,7 @@ from benchgate.results.bundle import Bundle, Name, load_bundle
 from benchgate.results.figures import RUN_TOKENS_PER_S, bench_figures, counted_unit, rate_name
 
 SUITE_FILE = "suite.json"
+OTHER_UNIT = "it counts"  # how the reason of an entry left off the plot for its unit begins
 _SHORT = reprlib.Repr()
 _SHORT.maxstring = 60
 
@@ -220,7 +221,8 @@ def plotted_unit(bundles: dict[str, Bundle], skipped: dict[str, str]) -> str:
     units = [_unit(bundle) for bundle in bundles.values()]
     most = max(units, key=units.count)  # max keeps the first of equal counts
     for name, bundle in list(bundles.items()):
-        if _unit(bundle) != most:
-            skipped[name] = f"it counts {_unit(bundle)} per step, the plotted entries {most}: not on one axis"
+        unit = _unit(bundle)
+        if unit != most:
+            skipped[name] = f"{OTHER_UNIT} {unit} per step, the plotted entries {most}: not on one axis"
             del bundles[name]
     return most

@@ -29,7 +29,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchgate.kit.files import write_text
-from benchgate.suite.entry_figures import EntryFigures, SuiteFigures, read_suite_figures
+from benchgate.suite.entry_figures import OTHER_UNIT, EntryFigures, SuiteFigures, read_suite_figures
 from benchgate.suite.pareto import OBJECTIVES, TIES, Panel, Point, frontier
 from benchgate.suite.pareto_plot import pareto_png
 from benchgate.suite.suite_page import suite_html
@@ -101,6 +101,8 @@ def table_rows(figures: SuiteFigures, found: list[Panel]) -> list[list[str]]:
         verdict = e.verdict or "—"
         if e.tokens_per_s is None:
             why = "results unreadable" if e.state in ("done", "skipped") else e.state  # the notes say more
+            if e.skipped and e.skipped.startswith(OTHER_UNIT):
+                why = "another unit"
             rows.append([e.name, verdict, "—", "—", "—", *[f"not plotted: {why}"] * len(found)])
             continue
         rows.append(

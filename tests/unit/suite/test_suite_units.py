@@ -47,3 +47,27 @@ def test_the_views_name_images_per_second() -> None:
     text = markdown(figures, panels(figures))
     assert "Higher images/s is better" in text and "images/s within 2%" in text
     assert "tokens/s" not in text
+
+
+def test_an_entry_of_another_unit_has_its_row_and_says_why_it_has_no_point() -> None:
+    from benchgate.suite.entry_figures import OTHER_UNIT
+    from benchgate.suite.report import table_rows
+
+    out = Path("/suite")
+    why = f"{OTHER_UNIT} clips per step, the plotted entries images: not on one axis"
+    entries = [
+        EntryFigures("vit", "done", "PASS", out / "vit", 1, 300.0, None, 2.0**30),
+        EntryFigures("wav2vec2", "done", "PASS", out / "wav2vec2", skipped=why),
+    ]
+    figures = SuiteFigures("mixed", out, entries, 1, "images/s")
+    rows = table_rows(figures, panels(figures))
+    assert rows[1] == [
+        "wav2vec2",
+        "PASS",
+        "—",
+        "—",
+        "—",
+        "not plotted: another unit",
+        "not plotted: another unit",
+    ]
+    assert f"wav2vec2 is not plotted: {why}" in markdown(figures, panels(figures))

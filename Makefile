@@ -72,11 +72,20 @@ bench: $(STAMP) ## Run the gate locally on CPU (extra flags: make bench ARGS='--
 	  4) echo "make bench: exit 4 is the verdict UNKNOWN: the timing was not resolved; the 'next:' lines above say what decides it" >&2 ;; \
 	esac; exit $$code
 
-test: $(DEV_STAMP) ## Run the test suite (real torchrun on 2 CPU ranks; no GPU, no cluster)
-	$(PY) -m pytest $(ARGS)
+# The tests not marked slow mostly wait on processes, servers and timeouts: TEST_WORKERS of them at once
+# (pytest-xdist; 10 minutes instead of about 50 on 2 cores). The slow ones time real steps and A/B
+# rounds, so they run one at a time, as a gate run would. Exit 5 is pytest's "nothing selected" (ARGS
+# naming only fast tests, or only slow ones); both phases run, and the worse exit code is make's.
+TEST_WORKERS ?= 4
+test: $(DEV_STAMP) ## Run the test suite: the fast tests on 4 workers, then the slow ones (real torchrun, whole gate runs) one at a time
+	@fast=0; slow=0; \
+	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS) $(ARGS) || fast=$$?; \
+	$(PY) -m pytest -m slow $(ARGS) || slow=$$?; \
+	for code in $$fast $$slow; do if [ $$code -ne 0 ] && [ $$code -ne 5 ]; then exit $$code; fi; done; \
+	if [ $$fast -eq 5 ] && [ $$slow -eq 5 ]; then exit 5; fi
 
-test-fast: $(DEV_STAMP) ## The tests not marked slow (no whole gate runs): the inner loop
-	$(PY) -m pytest -m "not slow" $(ARGS)
+test-fast: $(DEV_STAMP) ## The tests not marked slow (no whole gate runs), on 4 workers: the inner loop
+	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS) $(ARGS)
 
 lint: $(DEV_STAMP) ## ruff, mypy and the import layer rules (lint-imports; docs/architecture.md)
 	$(VENV)/bin/ruff check src tests benchmarks scripts

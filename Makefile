@@ -75,8 +75,8 @@ bench: $(STAMP) ## Run the gate locally on CPU (extra flags: make bench ARGS='--
 # The tests not marked slow mostly wait on processes, servers and timeouts: TEST_WORKERS of them at once
 # (pytest-xdist; 10.5 minutes on 2 cores, where one at a time had done a fifth of them after 10). The slow
 # ones time real steps and A/B rounds, so they run one at a time, as a gate run would. Exit 5 is pytest's
-# "nothing selected" (ARGS naming only fast tests, or only slow ones); both phases run, and the worse exit
-# code is make's.
+# "nothing selected" (ARGS naming only fast tests, or only slow ones); both phases run, and a failure of
+# either fails make.
 TEST_WORKERS ?= 4
 test: $(DEV_STAMP) ## Run the test suite: the fast tests on 4 workers, then the slow ones (real torchrun, whole gate runs) one at a time
 	@fast=0; slow=0; \

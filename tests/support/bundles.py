@@ -77,3 +77,10 @@ def bundle(
             ws = int(key[2])
             result.metrics[ws] = value
     return result
+
+
+def counting(b: Bundle, unit: str | None) -> Bundle:
+    """`b` as a workload with `unit` writes it (None: a metrics file written before units were recorded)."""
+    for ws, metrics in list(b.metrics.items()):
+        b.metrics[ws] = {k: v for k, v in metrics.items() if k != "unit"} | ({"unit": unit} if unit else {})
+    return b

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bundles import PROFILE, bench, bundle, evaluation
+from bundles import PROFILE, bench, bundle, counting, evaluation
 
 from benchgate.ab.rows import apply_ab, undecided_world_sizes
 from benchgate.checks.compare import compare, without_reachable_baseline
@@ -403,13 +403,6 @@ def test_each_mfu_row_says_which_convention_it_follows() -> None:
     assert "non-causal" in notes["MFU attention_aware (ws=1)"]
     assert "FlopCounterMode" in notes["MFU counted (ws=1)"] and "half" in notes["MFU counted (ws=1)"]
     assert all(c.status == "INFO" for c in rows.values())
-
-
-def counting(b: Bundle, unit: str | None) -> Bundle:
-    """`b` as a workload with `unit` writes it (None: a metrics file written before units were recorded)."""
-    for ws, metrics in list(b.metrics.items()):
-        b.metrics[ws] = {k: v for k, v in metrics.items() if k != "unit"} | ({"unit": unit} if unit else {})
-    return b
 
 
 def test_the_timing_rows_of_an_image_workload_name_images_per_second() -> None:

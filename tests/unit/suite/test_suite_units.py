@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bundles import bundle
+from bundles import counting as counting_in
 
 from benchgate.results.bundle import Bundle
 from benchgate.suite.entry_figures import EntryFigures, SuiteFigures, plotted_unit
@@ -13,10 +14,7 @@ from benchgate.suite.report import header, markdown, panels, tokens_label
 
 
 def counting(unit: str | None, seed: int = 1) -> Bundle:
-    b = bundle(seed)
-    for ws, metrics in list(b.metrics.items()):
-        b.metrics[ws] = {k: v for k, v in metrics.items() if k != "unit"} | ({"unit": unit} if unit else {})
-    return b
+    return counting_in(bundle(seed), unit)
 
 
 def test_the_most_common_unit_is_plotted_and_the_others_are_named_apart() -> None:

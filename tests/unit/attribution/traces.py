@@ -11,6 +11,8 @@ from torch import nn
 
 from benchgate.measure.op_trace import profiled, step_range, trace_path
 
+WARMUP_STEPS = 2
+
 
 class Net(nn.Module):
     """Two linear layers; `extra_norm` plants LayerNorms between them (the candidate's cause), and `gelu`
@@ -58,17 +60,25 @@ def _profile(
     model = Net(extra_norm, gelu)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(256, 64)
+
+    def step() -> None:
+        with torch.profiler.record_function("forward"):
+            loss = model(x).square().mean()
+            for _ in range(forwards - 1):
+                model(x)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    # Warmed up first, as the bench's steps are: a process's first steps (the allocator, autograd's
+    # engine) run several times slower, and would make the first side profiled look the slower one.
+    for _ in range(WARMUP_STEPS):
+        step()
     times = []
     with profiled(trace_dir, 0, torch.device("cpu"), memory=memory):
         for i in range(steps):
             started = time.perf_counter()
             with step_range(i):
-                with torch.profiler.record_function("forward"):
-                    loss = model(x).square().mean()
-                    for _ in range(forwards - 1):
-                        model(x)
-                loss.backward()
-                optimizer.step()
-                optimizer.zero_grad()
+                step()
             times.append(time.perf_counter() - started)
     return trace_path(trace_dir, 0), times

@@ -72,18 +72,20 @@ bench: $(STAMP) ## Run the gate locally on CPU (extra flags: make bench ARGS='--
 	  4) echo "make bench: exit 4 is the verdict UNKNOWN: the timing was not resolved; the 'next:' lines above say what decides it" >&2 ;; \
 	esac; exit $$code
 
-# The tests not marked slow mostly wait on processes, servers and timeouts: TEST_WORKERS of them at once
-# (pytest-xdist; 10.5 minutes on 2 cores, where one at a time had done a fifth of them after 10). The slow
-# ones time real steps and A/B rounds, so they run one at a time, as a gate run would. Exit 5 is pytest's
-# "nothing selected" (ARGS naming only fast tests, or only slow ones); both phases run, and a failure of
-# either fails make.
+# Most tests wait on processes, servers and timeouts, so TEST_WORKERS of them run at once (pytest-xdist),
+# a file's tests on one worker (their shared fixtures, a gate run or a server, start once), with a
+# longer hang guard: a busy worker's gate run takes twice its quiet time. The tests marked serial time
+# real steps against each other (A/B verdicts, noise figures) or bound a wall-clock wait, so a
+# neighbour's load would be part of their figures: they run afterwards, one at a time, as a gate run
+# would. Exit 5 is pytest's "nothing selected" (ARGS naming only tests of one phase); both phases run,
+# and a failure of either fails make.
 TEST_WORKERS ?= 4
-test: $(DEV_STAMP) ## Run the test suite: the fast tests on 4 workers, then the slow ones (real torchrun, whole gate runs) one at a time
-	@fast=0; slow=0; \
-	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS) $(ARGS) || fast=$$?; \
-	$(PY) -m pytest -m slow $(ARGS) || slow=$$?; \
-	for code in $$fast $$slow; do if [ $$code -ne 0 ] && [ $$code -ne 5 ]; then exit $$code; fi; done; \
-	if [ $$fast -eq 5 ] && [ $$slow -eq 5 ]; then exit 5; fi
+test: $(DEV_STAMP) ## Run the test suite: all but the serial tests on 4 workers, then the serial ones (A/B timing) one at a time
+	@parallel=0; serial=0; \
+	$(PY) -m pytest -m "not serial" -n $(TEST_WORKERS) --dist loadfile --timeout 900 $(ARGS) || parallel=$$?; \
+	$(PY) -m pytest -m serial $(ARGS) || serial=$$?; \
+	for code in $$parallel $$serial; do if [ $$code -ne 0 ] && [ $$code -ne 5 ]; then exit $$code; fi; done; \
+	if [ $$parallel -eq 5 ] && [ $$serial -eq 5 ]; then exit 5; fi
 
 test-fast: $(DEV_STAMP) ## The tests not marked slow (no whole gate runs), on 4 workers: the inner loop
 	$(PY) -m pytest -m "not slow" -n $(TEST_WORKERS) $(ARGS)

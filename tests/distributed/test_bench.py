@@ -53,6 +53,7 @@ def test_bench_rank_that_raises_fails_with_exit_3_naming_the_rank(config_factory
     assert not (tmp_path / "out" / "metrics-ws2.json").exists()
 
 
+@pytest.mark.serial
 def test_bench_rank_that_hangs_fails_within_the_collective_timeout(config_factory, tmp_path: Path) -> None:
     config = config_factory(
         bench={"workload": "bg_test_workloads:hanging", "workload_args": {"rank": 1}, "timeout_s": 5}
@@ -117,6 +118,7 @@ def test_bench_workload_error_in_a_rank_is_bad_input(config_factory, tmp_path: P
     assert info.value.exit_code == 2
 
 
+@pytest.mark.serial
 def test_bench_world_size_beyond_the_cores_is_refused_before_launch(config_factory, tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"bench.world_sizes: got 64, but this machine has only \d+"):
         stage_bench(config_factory(), 64, tmp_path / "out")

@@ -34,6 +34,7 @@ def _wait_for(path: Path, timeout_s: float = 120, process: subprocess.Popen[str]
     return path
 
 
+@pytest.mark.serial
 def test_a_rank_killed_by_sigkill_fails_the_run_with_exit_3_naming_it(config_factory, tmp_path: Path) -> None:
     pids = tmp_path / "pids"
     config = config_factory(
@@ -76,6 +77,7 @@ def _run_cli(out: Path, tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
+@pytest.mark.serial
 def test_killing_benchgate_run_leaves_no_process_behind_and_the_next_run_starts_clean(tmp_path: Path) -> None:
     out, pids = tmp_path / "out", tmp_path / "pids"
     run = _run_cli(
@@ -129,6 +131,7 @@ def test_a_second_run_on_the_same_out_is_refused_and_the_first_finishes_intact(t
     assert (out / "compare.json").exists() and (out / "metrics-ws1.json").exists()
 
 
+@pytest.mark.serial
 def test_run_refuses_an_out_directory_it_did_not_create(tmp_path: Path) -> None:
     (tmp_path / "trace").mkdir()
     (tmp_path / "trace" / "mine.pt.trace.json").write_text("{}")

@@ -344,6 +344,7 @@ def _comment_bodies(threads: list[dict[str, Any]]) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.timeout(900)
 def test_the_github_job_fails_a_slower_pull_request_and_reports_it(origin: Origin, tmp_path: Path) -> None:
     workspace = _checkout(
@@ -405,6 +406,7 @@ def test_the_github_job_fails_a_slower_pull_request_and_reports_it(origin: Origi
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.timeout(900)
 def test_the_gitlab_job_fails_a_slower_merge_request_and_reports_it(origin: Origin, tmp_path: Path) -> None:
     # GitLab fetches only the pipeline's branch: origin/main comes from the job's own fetch.

@@ -223,6 +223,7 @@ def test_relative_links_resolve(doc: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("block", EXECUTED, ids=lambda b: b.where)
 def test_readme_shell_block_runs_as_printed(block: Block, workspace: Path) -> None:

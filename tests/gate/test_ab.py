@@ -71,6 +71,7 @@ def stored_baseline(repo: Path, runs: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_ab_of_the_same_code_never_fails(repo: Path) -> None:
     # A slower commit FAILing by A/B is tests/gate/test_timing_verdicts.py's (one step in ten).
     base = commit(repo, "base")
@@ -98,6 +99,7 @@ def test_ab_of_the_same_code_never_fails(repo: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_screen_with_three_history_runs_does_not_pass_a_clearly_slower_commit(
     repo: Path, tmp_path: Path
 ) -> None:

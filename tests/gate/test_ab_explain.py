@@ -37,6 +37,7 @@ PLANTED = "\n    ".join(
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a_fail_names_the_planted_operator(repo: Path, tmp_path: Path) -> None:
     base = commit(repo, "base", layers=8)
     planted = commit(repo, "a cumulative sum nobody reads", layers=8, body=PLANTED)
@@ -85,6 +86,7 @@ def test_a_fail_names_the_planted_operator(repo: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_an_explanation_that_fails_says_why_and_costs_nothing(tmp_path: Path) -> None:
     """A candidate whose workload no longer imports (decided FAIL earlier, say, by a flaky module):
     the profiled round's launch fails as a real torchrun launch does, and the block says why instead of

@@ -19,7 +19,7 @@ from benchgate.ab.runner import AB_FILE, Side, run_ab
 from benchgate.kit.files import read_json
 from benchgate.measure.launch import stage_bench
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 PERIOD = 8
 PERIODIC = """

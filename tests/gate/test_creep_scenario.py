@@ -52,6 +52,7 @@ def row(comparison: Comparison, metric: str) -> tuple[str, float | None, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.timeout(900)  # six launches, then the creep A/B's rounds (two launches each)
 def test_commits_that_each_pass_add_up_to_a_creep_fail(repo: Path, tmp_path: Path) -> None:
     config = make_config(

@@ -68,6 +68,7 @@ def replanned(report: dict) -> power.Plan:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_doctor_on_cpu_reports_figures_the_planner_agrees_with_and_a_too_fine_tolerance_exits_5(
     tmp_path: Path,
 ) -> None:

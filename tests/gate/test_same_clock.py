@@ -16,7 +16,7 @@ from benchgate.ab.runner import Side, run_ab
 from benchgate.kit.files import read_json
 from benchgate.measure.launch import stage_bench
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 HOST_WORK = """
 import time

@@ -88,6 +88,7 @@ def check_sequential_rounds(ab: dict[str, Any], ws_dir: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_sequential_ab_fails_a_commit_with_a_fifth_more_layers(repo: Path, tmp_path: Path) -> None:
     base = commit(repo, "base", layers=LAYERS)
     slower = commit(repo, "a fifth more layers", layers=SLOWER)
@@ -115,6 +116,7 @@ def test_sequential_ab_fails_a_commit_with_a_fifth_more_layers(repo: Path, tmp_p
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_sequential_ab_passes_unchanged_code(repo: Path, tmp_path: Path) -> None:
     base = commit(repo, "base", layers=LAYERS)
     same = commit(repo, "docs only", layers=LAYERS)

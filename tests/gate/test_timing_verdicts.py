@@ -80,6 +80,7 @@ def commit(repo: Path, message: str, layers: int = 12, extra: int = 0, every: in
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a_slowdown_of_one_step_in_ten_fails_by_ab_with_no_stored_baseline(repo: Path) -> None:
     # Rounds of 40 steps (4 slowed ones each, as many as the slowest 10% the note looks at) and looks up
     # to 9 rounds: enough for the share of the slowest steps to show, and for a decision on a loaded host.
@@ -105,6 +106,7 @@ def test_a_slowdown_of_one_step_in_ten_fails_by_ab_with_no_stored_baseline(repo:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a_configuration_change_is_measured_in_its_own_environment_row(repo: Path) -> None:
     # Two A/B rounds: both sides run the same configuration and code, so whatever the A/B decides is
     # about the code; the environment row measures the configuration's change (ab/environment.py).
@@ -135,6 +137,7 @@ def test_a_configuration_change_is_measured_in_its_own_environment_row(repo: Pat
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_an_ab_cut_short_by_its_budget_resumes_from_its_rounds_and_decides(repo: Path) -> None:
     base = commit(repo, "base")
     commit(repo, "twice the layers", layers=24)
@@ -176,6 +179,7 @@ def test_an_ab_cut_short_by_its_budget_resumes_from_its_rounds_and_decides(repo:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_make_bench_on_a_fresh_clone_passes_every_time_and_grows_the_history(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[2]
     clone = tmp_path / "clone"

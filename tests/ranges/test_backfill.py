@@ -71,6 +71,7 @@ def gate_runs(client: MlflowClient, experiment: str) -> list[Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @pytest.mark.timeout(900)
 def test_backfill_gates_each_commit_once_and_history_finds_the_slower_one(
     repo: Path, mlflow_server: str, fake_kfp: tuple[FakeKfp, str]

@@ -70,6 +70,7 @@ def state(repo: Path) -> tuple[str, str, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_bisect_names_the_culprit_within_the_decision_bound(
     history: tuple[Path, list[str]], mlflow_server: str
 ) -> None:
@@ -140,6 +141,7 @@ def test_bisect_names_the_culprit_within_the_decision_bound(
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a_range_without_regression_exits_0_and_an_unreachable_mlflow_only_warns(
     history: tuple[Path, list[str]],
 ) -> None:

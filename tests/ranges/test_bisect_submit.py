@@ -143,6 +143,7 @@ def test_bad_input_exits_2_before_anything_is_sent(
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 # kfp.local runs the task in this environment, which is the point; it warns of the image and the GPUs.
 @pytest.mark.filterwarnings(
     "ignore:.*non-Python base image.*", "ignore:.*no effect in the current local runner.*"

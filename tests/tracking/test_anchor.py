@@ -19,7 +19,7 @@ from benchgate.store.anchor import find_anchor, read_anchor_meta
 from benchgate.tracking.anchor import ANCHOR_TAGS, TAG_ANCHOR_BY, TAG_ANCHOR_REASON
 from benchgate.tracking.refresh import refresh_baseline
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 
 def benchgate(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

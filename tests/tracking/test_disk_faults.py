@@ -328,6 +328,7 @@ def local_store(results: Path, tmp_path: Path, tmpfs: Mount) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_sync_into_a_read_only_local_mlflow_store_is_exit_3_naming_it(
     local_store: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -371,6 +372,7 @@ def test_sync_into_a_full_local_mlflow_store_is_exit_3_and_a_later_sync_sends_th
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_a_local_store_that_cannot_be_created_fails_at_once_naming_it(
     results: Path, tmp_path: Path, tmpfs: Mount
 ) -> None:

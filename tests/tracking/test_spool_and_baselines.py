@@ -128,6 +128,7 @@ def test_server_down_and_no_cached_baseline_is_unknown_not_new(tmp_path: Path) -
     assert any("MLflow is unreachable" in note for note in outcome.comparison.notes)
 
 
+@pytest.mark.serial
 def test_sync_to_a_dead_server_fails_with_exit_3_and_keeps_the_spool(tmp_path: Path) -> None:
     entry = tmp_path / "spool" / "k1"
     entry.mkdir(parents=True)
@@ -293,6 +294,7 @@ def test_a_server_that_refuses_us_falls_back_to_the_cache_like_a_dead_one(
     assert state["error"]  # MLflow's own message, e.g. the 401
 
 
+@pytest.mark.serial
 def test_history_changes_finds_the_commit_that_slowed_every_step(
     mlflow_server: str, results: Path, tmp_path: Path
 ) -> None:

@@ -37,11 +37,20 @@ from harness import (  # noqa: E402 - importable once the folder is on sys.path
 
 
 @pytest.fixture(autouse=True)
-def _no_workload_confinement(monkeypatch: pytest.MonkeyPatch) -> None:
+def _no_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test starts outside any checkout, and leaves none behind: a task body called in this process
-    with a commit to fetch (tests/pipeline/test_trainjob_task.py) confines later workload loads to its
-    checkout (BENCHGATE_WORKLOAD_ROOT, workloads/origin.py), as it does in its own pod."""
-    monkeypatch.delenv("BENCHGATE_WORKLOAD_ROOT", raising=False)
+    with a commit to fetch (tests/pipeline/test_trainjob_task.py, measure/source.use_source) puts the
+    checkout on sys.path and PYTHONPATH, sets PYTHONSAFEPATH (children no longer import from their
+    working directory) and confines later workload loads to it (BENCHGATE_WORKLOAD_ROOT), as it does in
+    its own pod. Left behind, a later test's run in this worker could not import its own workload."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    for name in ("PYTHONPATH", "BENCHGATE_WORKLOAD_ROOT", "PYTHONSAFEPATH"):
+        # Set first, so the variable's state now is what is restored (monkeypatch records nothing
+        # for deleting a variable that is not set, and one set later would stay).
+        value = os.environ.get(name)
+        monkeypatch.setenv(name, value or "")
+        if name != "PYTHONPATH" or value is None:
+            monkeypatch.delenv(name)
 
 
 @pytest.fixture
@@ -174,3 +183,13 @@ def repo(tmp_path: Path) -> Path:
     (repo / ".gitignore").write_text("out*/\nbaselines/\n.benchgate/\n*.toml\n")
     (repo / "bench.toml").write_text(REPO_AB_CONFIG)
     return repo
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A `serial` test is also `slow`: `make test-fast` runs the tests not marked slow on four workers,
+    where a serial test's timing would take its neighbours' load."""
+    unmarked = [
+        i.nodeid for i in items if i.get_closest_marker("serial") and not i.get_closest_marker("slow")
+    ]
+    if unmarked:
+        raise pytest.UsageError(f"marked serial but not slow: {', '.join(unmarked)}")

@@ -49,6 +49,7 @@ def run_commit(repo: Path, workload: str, *args: str) -> subprocess.CompletedPro
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # an A/B: its rounds time both sides
 def test_a_checked_out_run_refuses_os_system_and_runs_the_repositorys_workload(repo: Path) -> None:
     (repo / "tinymodel.py").write_text(TINY_WORKLOAD)
     git(repo, "add", "-A")

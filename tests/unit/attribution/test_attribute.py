@@ -191,7 +191,13 @@ def test_what_went_away_from_a_slower_candidate_is_listed_apart(tmp_path: Path) 
     assert all(abs(e["change_ms_per_step"]) >= 0.01 for e in block["offsetting"])  # 2% of 0.5 ms
     line = next(line for line in block_lines("1", block) if "offsets part of it" in line)
     assert line.startswith("  took less time (offsets part of it): ")
-    assert "aten::threshold_backward -" in line and "(gone)" in line
+    # The line names the first three, in their order: on a busy host a matmul the base side ran while
+    # a neighbour spiked can rank above the ReLU's backward, so which three depends on the host.
+    printed = line.removeprefix("  took less time (offsets part of it): ").split("; ")
+    assert len(printed) == min(3, len(block["offsetting"]))
+    for part, entry in zip(printed, block["offsetting"], strict=False):
+        assert part.startswith(f"{entry['op']} -"), part
+        assert part.endswith("(gone)") == (entry["only_in"] == "base"), part
 
 
 def test_calls_per_step_show_a_cause_spread_thin(tmp_path: Path) -> None:

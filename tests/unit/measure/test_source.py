@@ -134,10 +134,9 @@ def test_use_source_puts_the_checkout_first_on_the_import_paths(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     repo, _, second = _repo_with_two_commits(tmp_path / "repo")
-    monkeypatch.setattr(sys, "path", list(sys.path))
+    # sys.path, PYTHONSAFEPATH and BENCHGATE_WORKLOAD_ROOT are restored after by the conftest's
+    # _no_checkout, as after every test.
     monkeypatch.setenv("PYTHONPATH", "/already/there")
-    monkeypatch.delenv("PYTHONSAFEPATH", raising=False)  # restored after: use_source sets it
-    monkeypatch.delenv("BENCHGATE_WORKLOAD_ROOT", raising=False)  # likewise
     root = use_source(f"file://{repo}", second, tmp_path / "ws")
     assert root is not None and sys.path[0] == str(root)
     assert os.environ["PYTHONPATH"].split(os.pathsep) == [str(root), "/already/there"]

@@ -74,11 +74,11 @@ bench: $(STAMP) ## Run the gate locally on CPU (extra flags: make bench ARGS='--
 
 # Most tests wait on processes, servers and timeouts, so TEST_WORKERS of them run at once (pytest-xdist),
 # a file's tests on one worker (their shared fixtures, a gate run or a server, start once), with a
-# longer hang guard: a busy worker's gate run takes twice its quiet time. The tests marked serial time
-# real steps against each other (A/B verdicts, noise figures) or bound a wall-clock wait, so a
-# neighbour's load would be part of their figures: they run afterwards, one at a time, as a gate run
-# would. Exit 5 is pytest's "nothing selected" (ARGS naming only tests of one phase); both phases run,
-# and a failure of either fails make.
+# longer hang guard: beside three busy workers a gate run takes two to three times its quiet time (the
+# six-run suite test 253 s alone, 701 s there). The tests marked serial time real steps against each
+# other (A/B verdicts, noise figures) or bound a wall-clock wait, so a neighbour's load would be part of
+# their figures: they run afterwards, one at a time, as a gate run would. Exit 5 is pytest's "nothing
+# selected" (ARGS naming only tests of one phase); both phases run, and a failure of either fails make.
 TEST_WORKERS ?= 4
 test: $(DEV_STAMP) ## Run the test suite: all but the serial tests on 4 workers, then the serial ones (A/B timing) one at a time
 	@parallel=0; serial=0; \

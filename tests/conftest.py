@@ -45,12 +45,11 @@ def _no_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
     its own pod. Left behind, a later test's run in this worker could not import its own workload."""
     monkeypatch.setattr(sys, "path", list(sys.path))
     for name in ("PYTHONPATH", "BENCHGATE_WORKLOAD_ROOT", "PYTHONSAFEPATH"):
-        # Set first, so the variable's state now is what is restored (monkeypatch records nothing
-        # for deleting a variable that is not set, and one set later would stay).
-        value = os.environ.get(name)
-        monkeypatch.setenv(name, value or "")
-        if name != "PYTHONPATH" or value is None:
-            monkeypatch.delenv(name)
+        # Set, so that its state now is recorded and restored after: monkeypatch records nothing for
+        # deleting a variable that is not set, and a value set later would stay.
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    monkeypatch.delenv("BENCHGATE_WORKLOAD_ROOT")
+    monkeypatch.delenv("PYTHONSAFEPATH")
 
 
 @pytest.fixture
